@@ -1,0 +1,32 @@
+# Everything a fresh machine with python3 and git needs: `make demo`, `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check bench soak clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gitguard demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+check: $(STAMP)
+	$(BIN)/ruff check gitguard tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+soak: $(STAMP)
+	GITGUARD_SOAK_TRIALS=10000 $(BIN)/python -m pytest -q -p no:cacheprovider tests -m soak
+
+clean:
+	rm -rf $(VENV) build .bench

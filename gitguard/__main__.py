@@ -1,0 +1,3 @@
+from gitguard.cli import main
+
+main()

@@ -1,0 +1,240 @@
+"""`gitguard.Guard`: the Python API that the CLI wraps and agent runtimes call directly.
+
+    guard = Guard.open(".")
+    with guard.tool_call("write_file", {"path": "a.txt"}, writes=["a.txt"]) as call:
+        Path("a.txt").write_text("hello")
+        call.result = "wrote 5 bytes"
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitguard import attribution, calls, checkpoints, ledger, sessions, trace
+from gitguard.errors import GitguardError
+from gitguard.models import (
+    Checkpoint,
+    CheckpointIndexRow,
+    CheckpointKind,
+    Idempotency,
+    ReplayPolicy,
+    RiskLevel,
+    Session,
+    ToolLedgerEntry,
+)
+from gitguard.settings import Settings, load
+from gitguard.snapshot import EMPTY_TREE, Snapshotter
+from gitguard.store import Store
+from gitguard.workspace import Workspace, discover
+
+
+@dataclass
+class CallHandle:
+    entry: ToolLedgerEntry
+    result: str | bytes | None = None
+
+    @property
+    def call_id(self) -> str:
+        return self.entry.call_id
+
+
+@dataclass(frozen=True)
+class DirtyPath:
+    path: str
+    owner: str
+    confidence: str
+    change: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "owner": self.owner, "confidence": self.confidence,
+                "change": self.change}
+
+
+@dataclass(frozen=True)
+class Status:
+    workspace: str
+    git: bool
+    head: str | None
+    branch: str | None
+    session: str | None
+    dirty: list[DirtyPath] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    calls: int = 0
+    checkpoints: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workspace": self.workspace, "git": self.git, "head": self.head,
+                "branch": self.branch, "session": self.session,
+                "dirty": [d.to_json() for d in self.dirty], "skipped": self.skipped,
+                "calls": self.calls, "checkpoints": self.checkpoints}
+
+
+class Guard:
+    def __init__(self, ws: Workspace, settings: Settings | None = None) -> None:
+        self.ws = ws
+        self.settings = settings or load(ws.root)
+        self.store = Store(ws)
+        self.snap = Snapshotter(self.store, self.settings)
+
+    @classmethod
+    def open(cls, path: str | Path = ".") -> Guard:
+        return cls(discover(Path(path)))
+
+    @classmethod
+    def init(cls, path: str | Path = ".") -> Guard:
+        guard = cls.open(path)
+        with guard.store.writing():
+            pass
+        return guard
+
+    def close(self) -> None:
+        self.snap.__dict__.pop("repo", None)
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # sessions -------------------------------------------------------------------------
+    def start_session(self, session_id: str | None = None, agent: str | None = None) -> Session:
+        with self.store.writing():
+            session = sessions.start(self.store, session_id, agent)
+            trace.emit(self.store, "session", "session.start", session_id=session.session_id)
+            return session
+
+    def end_session(self, session_id: str | None = None) -> Session:
+        with self.store.writing():
+            target = session_id or _open_id(self.store)
+            session = sessions.end(self.store, target)
+            trace.emit(self.store, "session", "session.end", session_id=session.session_id)
+            return session
+
+    def sessions(self) -> list[Session]:
+        return sessions.read(self.store)
+
+    # calls ----------------------------------------------------------------------------
+    def begin_call(self, tool: str, tool_input: Mapping[str, Any], *,
+                   step_id: str | None = None, call_id: str | None = None,
+                   writes: Sequence[str] = (), idempotency: Idempotency | None = None,
+                   replay: ReplayPolicy | None = None, risk: RiskLevel | None = None,
+                   side_effects: Sequence[str] = (), session_id: str | None = None,
+                   confirm: bool = False, force_replay: bool = False) -> ToolLedgerEntry:
+        return calls.begin(self, tool, tool_input, step_id=step_id, call_id=call_id,
+                           writes=writes, idempotency=idempotency, replay=replay, risk=risk,
+                           side_effects=side_effects, session_id=session_id, confirm=confirm,
+                           force_replay=force_replay)
+
+    def end_call(self, call_id: str, status: str = "succeeded",
+                 result: str | bytes | None = None) -> ToolLedgerEntry:
+        return calls.end(self, call_id, status, result)
+
+    @contextmanager
+    def tool_call(self, tool: str, tool_input: Mapping[str, Any], **options: Any
+                  ) -> Iterator[CallHandle]:
+        """Ledger a call around a block: failed (with the exception) if the block raises."""
+        handle = CallHandle(self.begin_call(tool, tool_input, **options))
+        try:
+            yield handle
+        except BaseException as exc:
+            self.end_call(handle.call_id, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self.end_call(handle.call_id, "succeeded", handle.result)
+
+    def ledger(self) -> list[ToolLedgerEntry]:
+        return ledger.read(self.store).in_order()
+
+    # checkpoints ----------------------------------------------------------------------
+    def checkpoint(self, kind: CheckpointKind = "manual", step_id: str | None = None,
+                   state: dict[str, Any] | None = None, messages: Sequence[Any] | None = None,
+                   transcript_path: str | None = None, session_id: str | None = None
+                   ) -> Checkpoint:
+        if state is not None and not isinstance(state, dict):
+            raise GitguardError("the run state must be a JSON object",
+                                'for example {"plan": [...], "step": 3}')
+        with self.store.writing():
+            session = sessions.resolve(self.store, session_id)
+            refs = (checkpoints.store_messages(self.snap, session.session_id, messages)
+                    if messages is not None else None)
+            tree = self.snap.write_tree()
+            checkpoint = checkpoints.write(
+                self.store, self.snap, checkpoints.read_index(self.store),
+                session_id=session.session_id, kind=kind, tree=tree,
+                ledger_seq=ledger.read(self.store).last_seq, step_id=step_id, run_state=state,
+                message_refs=refs, transcript_path=transcript_path)
+            trace.emit(self.store, "checkpoint", f"checkpoint.{kind}",
+                       session_id=session.session_id, checkpointId=checkpoint.checkpoint_id,
+                       files=len(tree.changed))
+            return checkpoint
+
+    def checkpoints(self) -> list[CheckpointIndexRow]:
+        return checkpoints.read_index(self.store).rows
+
+    def load_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        return checkpoints.load(self.store, checkpoints.read_index(self.store).find(checkpoint_id))
+
+    def messages(self, checkpoint: Checkpoint) -> list[Any]:
+        return checkpoints.read_messages(self.snap, checkpoint)
+
+    # queries --------------------------------------------------------------------------
+    def status(self) -> Status:
+        head, branch = self.snap.head_info()
+        if not self.store.exists():
+            return Status(str(self.ws.root), self.ws.is_git, head, branch, None)
+        with self.store.writing():
+            tree = self.snap.write_tree()
+            entries = ledger.read(self.store).in_order()
+            open_session = sessions.open_session(self.store)
+            dirty = self._owned_changes(self._baseline(), tree.tree, entries)
+            count = len(checkpoints.read_index(self.store).rows)
+        return Status(str(self.ws.root), self.ws.is_git, head, branch,
+                      open_session.session_id if open_session else None, dirty,
+                      list(tree.skipped), len(entries), count)
+
+    def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:
+        """A call's patch; or every change since the baseline, optionally one side's only."""
+        if call_id is not None:
+            entry = ledger.read(self.store).get(call_id)
+            if not entry.file_patches:
+                return b""
+            return self.store.root.joinpath(entry.file_patches[0].patch_ref).read_bytes()
+        with self.store.writing():
+            tree = self.snap.write_tree().tree
+            base = self._baseline()
+            owned = self._owned_changes(base, tree, ledger.read(self.store).in_order())
+        paths = [d.path for d in owned
+                 if side is None or (d.owner == attribution.USER) == (side == "user")]
+        return self.snap.patch(base, tree, paths) if paths else b""
+
+    def _baseline(self) -> str:
+        """HEAD's tree in git; outside git, the tree of the store's first checkpoint."""
+        head, _ = self.snap.head_info()
+        if head is not None:
+            return self.snap.tree_of(head)
+        rows = checkpoints.read_index(self.store).rows
+        return self.snap.tree_of(rows[0].snapshot_commit) if rows else EMPTY_TREE
+
+    def _owned_changes(self, base: str, tree: str, entries: list[ToolLedgerEntry]
+                       ) -> list[DirtyPath]:
+        writes = attribution.last_agent_writes(entries)
+        result = []
+        for change in self.snap.diff(base, tree):
+            owner, confidence = attribution.owner_of(change.new_oid, writes.get(change.path))
+            result.append(DirtyPath(change.path, owner, confidence, change.status))
+        return result
+
+
+def _open_id(store: Store) -> str:
+    session = sessions.open_session(store)
+    if session is None:
+        raise GitguardError("no session is open", "start one with `gitguard session start`")
+    return session.session_id
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)

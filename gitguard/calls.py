@@ -1,0 +1,152 @@
+"""Beginning and ending a tool call: ledger events around pre and post snapshots."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from gitguard import checkpoints, clock, durable, ledger, sessions, tools, trace
+from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
+from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
+from gitguard.workspace import safe_relpath
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+SUMMARY_KEYS = ("command", "cmd", "file_path", "path", "notebook_path", "pattern", "url", "query")
+
+
+def summarize(tool_input: Mapping[str, Any]) -> str:
+    for key in SUMMARY_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return value[:200]
+        if isinstance(value, list) and value:
+            return " ".join(str(v) for v in value)[:200]
+    return durable.canonical_json(dict(tool_input)).decode()[:120]
+
+
+def error_summary(result: bytes) -> str:
+    lines = [ln.strip() for ln in result.decode(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(lines[-4:])[:300]
+
+
+def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest: str,
+                  policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
+    """The earlier call this one repeats, or a ReplayRefused when the policy says no."""
+    earlier = [e for e in state.in_order() if e.session_id == session_id and e.tool_name == tool
+               and e.input_hash == digest and e.status in ("succeeded", "uncertain", "started")]
+    if not earlier:
+        return None
+    prior = earlier[-1]
+    when = prior.finished_at or prior.started_at or prior.planned_at
+    said = (f"{tool} with this input already ran as {prior.call_id} "
+            f"({prior.status} at {when}); its replay policy is {policy}")
+    if policy == "ask" and not (confirm or force):
+        raise ReplayRefused(said, "check that running it again is safe, then pass --confirm")
+    if policy == "never" and not force:
+        raise ReplayRefused(said, "it must not run twice; if you are sure, pass --force-replay "
+                                  "(the override is recorded in the ledger)")
+    return prior.call_id
+
+
+def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
+          call_id: str | None = None, writes: Sequence[str] = (),
+          idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
+          risk: RiskLevel | None = None, side_effects: Sequence[str] = (),
+          session_id: str | None = None, confirm: bool = False,
+          force_replay: bool = False) -> ToolLedgerEntry:
+    if not tool:
+        raise GitguardError("a call needs a tool name", "pass --tool NAME")
+    declared = tuple(safe_relpath(g.ws, w) for w in writes)
+    cls = tools.classify(g.settings, tool, tool_input)
+    digest = ledger.input_hash(tool_input)
+    started_clock = time.perf_counter()
+    with g.store.writing():
+        session = sessions.resolve(g.store, session_id)
+        state = ledger.read(g.store)
+        call_id = call_id or f"call_{len(state.order) + 1}"
+        if call_id in state.entries:
+            raise IllegalTransition(f"call {call_id} already exists "
+                                    f"({state.entries[call_id].status})",
+                                    "use a new --call-id, or end it with `gitguard call end`")
+        policy = replay or cls.replay_policy
+        replay_of = _replay_check(state, session.session_id, tool, digest, policy, confirm,
+                                  force_replay)
+        input_ref = g.store.write_artifact(f"input_{call_id}.json",
+                                           durable.canonical_json(dict(tool_input)))
+        planned = ToolLedgerEntry(
+            call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
+            tool_name=tool, input_hash=digest, status="planned",
+            risk_level=risk or cls.risk_level, idempotency=idempotency or cls.idempotency,
+            replay_policy=policy, side_effects=tuple(side_effects) or cls.side_effects,
+            session_id=session.session_id, planned_at=clock.stamp(), summary=summarize(tool_input),
+            classification_reason=("set by the caller" if (idempotency or replay) else cls.reason),
+            input_ref=input_ref, declared_writes=declared, replay_of=replay_of,
+            note="forced replay" if (replay_of and force_replay) else None,
+        )
+        ledger.append_entries(g.store, state, [planned])
+        tree = g.snap.write_tree()
+        pre = checkpoints.write(g.store, g.snap, checkpoints.read_index(g.store),
+                                session_id=session.session_id, kind="pre", tree=tree,
+                                ledger_seq=state.last_seq, step_id=planned.step_id,
+                                call_id=call_id)
+        started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
+                                             "pre_checkpoint_id": pre.checkpoint_id})
+        ledger.append_entries(g.store, state, [started])
+        trace.emit(g.store, "tool", "tool.start", session_id=session.session_id,
+                   duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
+                   tool=tool, checkpointId=pre.checkpoint_id)
+    return started
+
+
+def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
+        ) -> ToolLedgerEntry:
+    if status not in ("succeeded", "failed"):
+        raise GitguardError(f"a call ends succeeded or failed, not {status!r}",
+                            "pass --status succeeded or --status failed")
+    data = result.encode() if isinstance(result, str) else result
+    started_clock = time.perf_counter()
+    with g.store.writing():
+        state = ledger.read(g.store)
+        entry = state.get(call_id)
+        ledger.check_transition(entry, status, call_id)
+        index = checkpoints.read_index(g.store)
+        tree = g.snap.write_tree()
+        post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
+                                 kind="post", tree=tree, ledger_seq=state.last_seq,
+                                 step_id=entry.step_id, call_id=call_id)
+        patches = _file_patches(g, index, entry, tree.tree)
+        result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data)
+                      if data is not None else None)
+        finished = entry.model_copy(update={
+            "status": status, "finished_at": clock.stamp(), "result_ref": result_ref,
+            "post_checkpoint_id": post.checkpoint_id, "file_patches": patches,
+            "error_summary": error_summary(data) if (status == "failed" and data) else None,
+        })
+        ledger.append_entries(g.store, state, [finished])
+        trace.emit(g.store, "tool", "tool.end", session_id=entry.session_id,
+                   duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
+                   status=status, files=len(patches), checkpointId=post.checkpoint_id)
+    return finished
+
+
+def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
+                  post_tree: str) -> tuple[FilePatchEntry, ...]:
+    if entry.pre_checkpoint_id is None:
+        return ()
+    pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
+    pre_tree = g.snap.tree_of(pre.snapshot_commit)
+    changes = g.snap.diff(pre_tree, post_tree)
+    if not changes:
+        return ()
+    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff",
+                                       g.snap.patch(pre_tree, post_tree))
+    created = clock.stamp()
+    return tuple(
+        FilePatchEntry(path=c.path, before_hash=c.old_oid, after_hash=c.new_oid,
+                       patch_ref=patch_ref, tool_call_id=entry.call_id, created_at=created,
+                       before_mode=c.old_mode or None, after_mode=c.new_mode or None)
+        for c in changes
+    )

@@ -1,0 +1,160 @@
+"""Checkpoints: a JSON file per checkpoint (written atomically, sha256 in the index) that
+points at a snapshot commit and carries HEAD, branch, dirty summary, ledger position and
+run state. Message bodies are stored once each as blobs, kept reachable by a ref."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from gitguard import clock, durable, faults
+from gitguard.errors import CorruptRecord, UnknownId
+from gitguard.models import Checkpoint, CheckpointIndexRow, CheckpointKind
+from gitguard.snapshot import Snapshotter, TreeResult
+from gitguard.store import Store
+
+MESSAGES_REF = "refs/gitguard/messages/"
+
+
+@dataclass
+class Index:
+    rows: list[CheckpointIndexRow] = field(default_factory=list)
+
+    def find(self, checkpoint_id: str) -> CheckpointIndexRow:
+        for row in self.rows:
+            if row.checkpoint_id == checkpoint_id:
+                return row
+        raise UnknownId(f"no checkpoint {checkpoint_id!r}",
+                        "list checkpoints with `gitguard checkpoints`")
+
+    def latest(self, session_id: str | None = None) -> CheckpointIndexRow | None:
+        for row in reversed(self.rows):
+            if session_id is None or row.session_id == session_id:
+                return row
+        return None
+
+
+def read_index(store: Store) -> Index:
+    raw = durable.read_jsonl(store.index_path)
+    return Index([CheckpointIndexRow.model_validate(r) for r in raw.records])
+
+
+def next_id(index: Index) -> str:
+    today = clock.day()
+    prefix = f"ckpt_{today}_"
+    numbers = [int(r.checkpoint_id[len(prefix):]) for r in index.rows
+               if r.checkpoint_id.startswith(prefix) and r.checkpoint_id[len(prefix):].isdigit()]
+    return f"{prefix}{max(numbers, default=0) + 1:03d}"
+
+
+def load(store: Store, row: CheckpointIndexRow) -> Checkpoint:
+    """Read a checkpoint file and verify it against the sha256 in the index."""
+    path = store.checkpoints_dir / row.file
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CorruptRecord(f"checkpoint {row.checkpoint_id} is missing its file {row.file}",
+                            "run `gitguard verify`; resume skips this checkpoint") from None
+    if hashlib.sha256(data).hexdigest() != row.sha256:
+        raise CorruptRecord(f"checkpoint {row.checkpoint_id} is corrupt: sha256 mismatch",
+                            "run `gitguard verify`; resume skips this checkpoint")
+    try:
+        # json.loads, not model_validate_json: it keeps surrogate-escaped non-UTF-8 paths
+        return Checkpoint.model_validate(json.loads(data))
+    except ValueError as exc:
+        raise CorruptRecord(f"checkpoint {row.checkpoint_id} cannot be parsed",
+                            "run `gitguard verify`") from exc
+
+
+def store_messages(snap: Snapshotter, session_id: str, messages: Sequence[Any]) -> list[str]:
+    """One blob per message (identical messages share it); a ref keeps them from git gc."""
+    refs = [snap.store_blob(durable.canonical_json(m)) for m in messages]
+    if refs:
+        _keep_reachable(snap, session_id, refs)
+    return refs
+
+
+def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> None:
+    repo = snap.repo
+    ref = repo.references.get(MESSAGES_REF + session_id)
+    head = repo.get(ref.target) if ref is not None else None
+    root = head.tree if isinstance(head, pygit2.Commit) else None
+    fanout: dict[str, list[str]] = {}
+    for oid in dict.fromkeys(blob_ids):
+        sub = root[oid[:2]] if root is not None and oid[:2] in root else None
+        if sub is not None and oid[2:] in sub:
+            continue
+        fanout.setdefault(oid[:2], []).append(oid)
+    if not fanout:
+        return
+    root_builder = repo.TreeBuilder(root) if root is not None else repo.TreeBuilder()
+    for prefix, oids in fanout.items():
+        existing = root[prefix] if root is not None and prefix in root else None
+        builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
+        for oid in oids:
+            builder.insert(oid[2:], pygit2.Oid(hex=oid), pygit2.enums.FileMode.BLOB)
+        root_builder.insert(prefix, builder.write(), pygit2.enums.FileMode.TREE)
+    moment = clock.now()
+    sig = pygit2.Signature("gitguard", "gitguard@localhost", int(moment.timestamp()), 0)
+    parents: list[pygit2.Oid] = [head.id] if isinstance(head, pygit2.Commit) else []
+    commit = repo.create_commit(None, sig, sig, "gitguard messages\n", root_builder.write(),
+                                parents)
+    repo.references.create(MESSAGES_REF + session_id, commit, force=True)
+
+
+def read_messages(snap: Snapshotter, checkpoint: Checkpoint) -> list[Any]:
+    return [json.loads(snap.read_blob(oid)) for oid in checkpoint.message_refs]
+
+
+def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
+          kind: CheckpointKind, tree: TreeResult, ledger_seq: int, step_id: str | None = None,
+          call_id: str | None = None, run_state: dict[str, Any] | None = None,
+          message_refs: Sequence[str] | None = None,
+          transcript_path: str | None = None) -> Checkpoint:
+    """Commit the snapshot, write the checkpoint file, then index it. Under the store lock.
+
+    Without new run state or messages a checkpoint carries over the session's last ones.
+    """
+    previous_row = index.latest(session_id)
+    previous: Checkpoint | None = None
+    if previous_row is not None and (run_state is None or message_refs is None):
+        try:
+            previous = load(store, previous_row)
+        except CorruptRecord:
+            previous = None
+    if previous is not None:
+        run_state = previous.run_state if run_state is None else run_state
+        message_refs = previous.message_refs if message_refs is None else message_refs
+        transcript_path = transcript_path or previous.transcript_path
+    checkpoint_id = next_id(index)
+    commit = snap.commit(tree.tree, session_id, {"checkpoint": checkpoint_id, "kind": kind,
+                                                 "step": step_id, "call": call_id,
+                                                 "skipped": list(tree.skipped)})
+    head, branch = snap.head_info()
+    dirty, dirty_count = snap.dirty_against_head(tree.tree)
+    checkpoint = Checkpoint(
+        checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
+        call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,
+        branch=branch, dirty=tuple(dirty), dirty_count=dirty_count, skipped=tree.skipped,
+        ledger_seq=ledger_seq, run_state=run_state, message_refs=tuple(message_refs or ()),
+        transcript_path=transcript_path,
+    )
+    data = durable.canonical_json(checkpoint.to_json()) + b"\n"
+    file = f"{checkpoint_id}.json"
+    faults.point("checkpoint.before_file")
+    durable.atomic_write(store.checkpoints_dir / file, data)
+    faults.point("checkpoint.before_index")
+    row = CheckpointIndexRow(
+        checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
+        file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=checkpoint.created_at,
+        snapshot_commit=commit,
+    )
+    durable.append_jsonl(store.index_path, [row.to_json()])
+    faults.point("checkpoint.after_index")
+    index.rows.append(row)
+    return checkpoint

@@ -1,0 +1,127 @@
+"""The thin click layer: parse, call the library, print. The only place errors become exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gitguard import clock
+from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def emit(value: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    if as_json or human is None:
+        click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    else:
+        human()
+
+
+def read_json_arg(text: str | None, file: str | None, what: str) -> Any:
+    """JSON from an option or a file ('-' for stdin), with a clear error when it is not JSON."""
+    if file is not None:
+        try:
+            text = sys.stdin.read() if file == "-" else Path(file).read_text()
+        except OSError as exc:
+            raise GitguardError(f"cannot read {what} file {file}: {exc.strerror}",
+                                "check the path") from None
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise GitguardError(f"{what} is not valid JSON: {exc}",
+                            'quote it for the shell, e.g. --input \'{"path": "a.txt"}\'') from None
+
+
+class Ctx:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._guard: Any = None
+
+    @property
+    def guard(self) -> Any:
+        if self._guard is None:
+            from gitguard.api import Guard
+
+            self._guard = Guard.open(self.path)
+        return self._guard
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "path", default=".", metavar="DIR", help="Run as if started in DIR.")
+@click.version_option(package_name="gitguard")
+@click.pass_context
+def cli(ctx: click.Context, path: str) -> None:
+    """gitguard: a tool ledger, hidden checkpoints, resume and rollback for coding agents.
+
+    \b
+    Example session:
+      gitguard init
+      gitguard call begin --tool Write --input '{"file_path": "a.txt"}' --writes a.txt
+      gitguard call end call_1 --status succeeded
+      gitguard ledger
+    """
+    ctx.obj = Ctx(path)
+
+
+def register_commands() -> None:
+    from gitguard.commands import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+def _crash_log(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc))
+    target = Path(os.environ.get("TMPDIR", "/tmp")) / f"gitguard-crash-{os.getpid()}.log"
+    try:
+        from gitguard.workspace import discover
+
+        store = discover(Path.cwd()).store_dir
+        if store.is_dir():
+            target = store / f"crash-{clock.stamp().replace(':', '')}.log"
+    except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
+        pass
+    target.write_text(text)
+    return str(target)
+
+
+def main(argv: list[str] | None = None) -> None:
+    register_commands()
+    try:
+        code = cli.main(args=argv, prog_name="gitguard", standalone_mode=False)
+    except GitguardError as exc:
+        click.echo(f"Error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"Hint: {exc.hint}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit 3
+        log = _crash_log(exc)
+        click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gitguard import verify as verify_mod
+from gitguard.cli import Ctx, emit, json_option, pass_ctx
+from gitguard.errors import GitguardError
+
+
+@click.command()
+@json_option
+@pass_ctx
+def status(ctx: Ctx, as_json: bool) -> None:
+    """HEAD, branch, session, and each changed path with its owner and confidence.
+
+    Example: gitguard status --json
+    """
+    found = ctx.guard.status()
+
+    def human() -> None:
+        plain = "" if found.git else " (not a git repository)"
+        click.echo(f"workspace {found.workspace}{plain}")
+        if found.git:
+            click.echo(f"HEAD {found.head[:12] if found.head else '(unborn)'} "
+                       f"on {found.branch or '(detached)'}")
+        click.echo(f"session {found.session or '(none open)'}; {found.calls} call(s), "
+                   f"{found.checkpoints} checkpoint(s)")
+        for d in found.dirty:
+            click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
+        for path in found.skipped:
+            click.echo(f"  skipped (over the size cap): {path}")
+
+    emit(found.to_json(), as_json, human)
+
+
+@click.command()
+@json_option
+@pass_ctx
+def ledger(ctx: Ctx, as_json: bool) -> None:
+    """The tool ledger: the current state of every call.  Example: gitguard ledger --json"""
+    entries = ctx.guard.ledger()
+
+    def human() -> None:
+        for e in entries:
+            click.echo(f"{e.call_id:<10} {e.status:<10} {e.tool_name:<14} {e.idempotency:<15} "
+                       f"{e.replay_policy:<6} {e.summary[:60]}")
+
+    emit([e.to_json() for e in entries], as_json, human)
+
+
+@click.command()
+@click.argument("call_id", required=False)
+@click.option("--agent", "side", flag_value="agent", help="Only changes owned by agent calls.")
+@click.option("--user", "side", flag_value="user", help="Only changes owned by the user.")
+@pass_ctx
+def diff(ctx: Ctx, call_id: str | None, side: str | None) -> None:
+    """A call's unified diff (reversible with `git apply -R`), or all changes since HEAD.
+
+    Example: gitguard diff call_3 | git apply -R
+    """
+    if call_id and side:
+        raise GitguardError("give a call id or --agent/--user, not both",
+                            "gitguard diff call_3   or   gitguard diff --user")
+    sys.stdout.buffer.write(ctx.guard.diff(call_id, side))
+
+
+@click.command()
+@json_option
+@pass_ctx
+def verify(ctx: Ctx, as_json: bool) -> None:
+    """Check the store: checksums, checkpoint files, refs and objects.
+
+    Example: gitguard verify
+    """
+    guard = ctx.guard
+    found = verify_mod.problems(guard.store, guard.snap)
+    emit({"ok": not found, "problems": found}, as_json,
+         lambda: click.echo("\n".join(found) if found else "store ok"))
+    if found:
+        raise GitguardError(f"the store has {len(found)} problem(s)",
+                            "see the list above; `gitguard resume` skips corrupt checkpoints")

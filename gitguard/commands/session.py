@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import click
+
+from gitguard.cli import Ctx, emit, json_option, pass_ctx
+
+
+@click.command()
+@click.option("--no-hooks", is_flag=True, help="Do not install git hooks.")
+@click.option("--no-daemon", is_flag=True, help="Do not start the watcher daemon.")
+@json_option
+@pass_ctx
+def init(ctx: Ctx, no_hooks: bool, no_daemon: bool, as_json: bool) -> None:
+    """Create the gitguard store for this workspace.
+
+    In a git repository the store lives in <git-dir>/gitguard (never shown by git
+    status, never committed); elsewhere in .agent-runtime/.
+
+    Example: gitguard init --no-hooks
+    """
+    guard = ctx.guard
+    created = guard.store.create()
+    value = {"store": str(guard.store.root), "created": created, "git": guard.ws.is_git}
+    emit(value, as_json, lambda: click.echo(
+        f"{'Created' if created else 'Found'} the gitguard store at {guard.store.root}"))
+
+
+@click.group()
+def session() -> None:
+    """Agent sessions: each has its own snapshot chain and ledger entries."""
+
+
+@session.command("start")
+@click.option("--id", "session_id", help="Session id (default: a new one).")
+@click.option("--agent", help="Which agent runs this session (free text).")
+@json_option
+@pass_ctx
+def session_start(ctx: Ctx, session_id: str | None, agent: str | None, as_json: bool) -> None:
+    """Start (or reuse an open) agent session.  Example: gitguard session start --id s1"""
+    started = ctx.guard.start_session(session_id, agent)
+    emit(started.to_json(), as_json, lambda: click.echo(started.session_id))
+
+
+@session.command("end")
+@click.option("--id", "session_id", help="Session id (default: the open one).")
+@json_option
+@pass_ctx
+def session_end(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
+    """End a session.  Example: gitguard session end"""
+    ended = ctx.guard.end_session(session_id)
+    emit(ended.to_json(), as_json, lambda: click.echo(f"Ended {ended.session_id}"))
+
+
+@session.command("list")
+@json_option
+@pass_ctx
+def session_list(ctx: Ctx, as_json: bool) -> None:
+    """List sessions.  Example: gitguard session list --json"""
+    found = ctx.guard.sessions()
+
+    def human() -> None:
+        for s in found:
+            state = "open" if s.ended_at is None else "ended"
+            click.echo(f"{s.session_id}  {s.started_at}  {state}")
+
+    emit([s.to_json() for s in found], as_json, human)

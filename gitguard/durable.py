@@ -1,0 +1,208 @@
+"""Durable writes: atomic file replace, checksummed JSONL, and the store lock.
+
+Every file gitguard persists goes through one of these helpers so a crash at any
+byte leaves either the old or the new content, and a torn append is detected and
+kept aside rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitguard import faults
+from gitguard.errors import CorruptRecord, StoreError
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_SUM_LEN = 16
+_PREFIX = b'{"sum":"'
+_MIDDLE = b'","data":'
+_DATA_AT = len(_PREFIX) + _SUM_LEN + len(_MIDDLE)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    if not path.is_dir():
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write tmp, fsync, rename over, fsync the directory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        faults.point("atomic_write.before_replace")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def canonical_json(value: Any) -> bytes:
+    # ensure_ascii keeps non-UTF-8 path names (surrogate escapes) representable and round-trippable
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def encode_line(record: dict[str, Any]) -> bytes:
+    data = canonical_json(record)
+    digest = hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode()
+    return _PREFIX + digest + _MIDDLE + data + b"}\n"
+
+
+def decode_line(line: bytes) -> dict[str, Any] | None:
+    """The record of one complete line, or None when its checksum or shape is wrong."""
+    if not (line.startswith(_PREFIX) and line.endswith(b"}") and line[_DATA_AT - len(_MIDDLE):
+            _DATA_AT] == _MIDDLE):
+        return None
+    digest = line[len(_PREFIX):len(_PREFIX) + _SUM_LEN]
+    data = line[_DATA_AT:-1]
+    if hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode() != digest:
+        return None
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass
+class JsonlRead:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    good_bytes: int = 0          # length of the clean prefix
+    torn: bytes = b""            # bytes after the last newline (an interrupted append)
+
+
+def read_jsonl(path: Path) -> JsonlRead:
+    """Read every record; a torn tail is reported, a corrupt middle line raises."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return JsonlRead()
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}",
+                         "check the permissions of the gitguard store") from exc
+    result = JsonlRead()
+    end = raw.rfind(b"\n") + 1
+    result.torn = raw[end:]
+    offset = 0
+    for number, line in enumerate(raw[:end].split(b"\n")[:-1], start=1):
+        record = decode_line(line)
+        if record is None:
+            raise CorruptRecord(
+                f"{path.name} line {number} (byte {offset}) is corrupt: checksum mismatch",
+                "run `gitguard verify`; the file was changed by something other than gitguard",
+            )
+        result.records.append(record)
+        offset += len(line) + 1
+    result.good_bytes = end
+    return result
+
+
+def repair_torn_tail(path: Path) -> bytes:
+    """Move an interrupted append aside (never delete it) and cut the file to its clean prefix.
+
+    Must run under the store lock. Returns the torn bytes that were moved aside.
+    """
+    result = read_jsonl(path)
+    if not result.torn:
+        return b""
+    aside = path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    atomic_write(aside, result.torn)
+    with open(path, "r+b") as fh:
+        fh.truncate(result.good_bytes)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return result.torn
+
+
+def append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append checksummed lines and fsync before returning. Call under the store lock."""
+    payload = b"".join(encode_line(r) for r in records)
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        faults.point("jsonl.before_write")
+        if faults.active("jsonl.torn_write") and len(payload) > 1:
+            os.write(fd, payload[: len(payload) // 2])
+            faults.point("jsonl.torn_write")
+        os.write(fd, payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+    faults.point("jsonl.after_fsync")
+
+
+class StoreLock:
+    """An exclusive flock on `<store>/lock`, so two gitguard processes never interleave writes."""
+
+    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> None:
+        if self._depth:
+            self._depth += 1
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        except OSError as exc:
+            raise StoreError(f"cannot open the store lock {self.path}: {exc.strerror}",
+                             "check that the store directory is writable") from exc
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise StoreError("the gitguard store is locked by another process",
+                                     "wait for it to finish, or check `gitguard daemon status`"
+                                     ) from None
+                time.sleep(0.005)
+        self._fd = fd
+        self._depth = 1
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()

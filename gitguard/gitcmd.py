@@ -1,0 +1,52 @@
+"""Running the git CLI with an environment that cannot touch the user's state by accident."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gitguard.errors import GitguardError
+
+# Variables a git hook or the user's shell may set that would redirect our git calls.
+_LEAKY = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX",
+    "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH",
+)
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    git_dir: Path,
+    work_tree: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    cmd = ["git", f"--git-dir={git_dir}"]
+    if work_tree is not None:
+        cmd.append(f"--work-tree={work_tree}")
+    cmd += ["-c", "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args]
+    proc = subprocess.run(
+        cmd, input=stdin, capture_output=True, env=git_env(env), cwd=work_tree or git_dir,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        message = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitguardError(
+            f"git {args[0]} failed: {message[-1] if message else proc.returncode}",
+            "run `git fsck` and `gitguard verify`; report this if it persists",
+        )
+    return proc

@@ -1,0 +1,111 @@
+"""The tool ledger: append-only events, folded to the current entry per callId."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitguard import clock, durable, faults
+from gitguard.errors import IllegalTransition, UnknownId
+from gitguard.models import LedgerEvent, RecoveryAction, ToolLedgerEntry
+from gitguard.store import Store
+
+# Which status may follow which. `uncertain` is only reached through a crash (resume),
+# and left only when someone reconciles it against the outside world.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "planned": frozenset({"approved", "started", "failed"}),
+    "approved": frozenset({"started", "failed"}),
+    "started": frozenset({"succeeded", "failed", "uncertain"}),
+    "uncertain": frozenset({"succeeded", "failed"}),
+    "succeeded": frozenset(),
+    "failed": frozenset(),
+}
+
+
+def input_hash(tool_input: Any) -> str:
+    return "sha256:" + hashlib.sha256(durable.canonical_json(tool_input)).hexdigest()
+
+
+@dataclass
+class LedgerState:
+    entries: dict[str, ToolLedgerEntry] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)      # callIds in order of first appearance
+    actions: list[LedgerEvent] = field(default_factory=list)
+    last_seq: int = 0
+    torn: bytes = b""
+
+    def get(self, call_id: str) -> ToolLedgerEntry:
+        try:
+            return self.entries[call_id]
+        except KeyError:
+            raise UnknownId(f"no call {call_id!r} in the ledger",
+                            "list calls with `gitguard ledger`") from None
+
+    def in_order(self) -> list[ToolLedgerEntry]:
+        return [self.entries[c] for c in self.order]
+
+
+def read(store: Store) -> LedgerState:
+    raw = durable.read_jsonl(store.ledger_path)
+    state = LedgerState(torn=raw.torn)
+    latest: dict[str, Mapping[str, Any]] = {}
+    for record in raw.records:
+        state.last_seq = max(state.last_seq, int(record.get("seq", 0)))
+        entry = record.get("entry")
+        if entry is not None:
+            call_id = entry["callId"]
+            if call_id not in latest:
+                state.order.append(call_id)
+            latest[call_id] = entry
+        elif record.get("action") is not None:
+            state.actions.append(LedgerEvent.model_validate(record))
+    # Validating only the newest state of each call keeps a long ledger cheap to fold.
+    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in latest.items()}
+    return state
+
+
+def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: str) -> None:
+    if current is None:
+        if new_status != "planned":
+            raise IllegalTransition(f"call {call_id} must be planned before it is {new_status}",
+                                    "begin the call with `gitguard call begin`")
+        return
+    if new_status not in TRANSITIONS[current.status]:
+        raise IllegalTransition(
+            f"call {call_id} is {current.status}; it cannot become {new_status}",
+            "a finished call cannot change; settle an uncertain one with `gitguard reconcile`",
+        )
+
+
+def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEntry]) -> None:
+    """Check transitions, append one event per entry (fsynced), update `state`. Under lock."""
+    events: list[dict[str, Any]] = []
+    seq = state.last_seq
+    pending: dict[str, ToolLedgerEntry] = {}
+    for entry in entries:
+        current = pending.get(entry.call_id) or state.entries.get(entry.call_id)
+        check_transition(current, entry.status, entry.call_id)
+        seq += 1
+        pending[entry.call_id] = entry
+        events.append(LedgerEvent(seq=seq, recorded_at=clock.stamp(), entry=entry,
+                                  session_id=entry.session_id).to_json())
+    faults.point(f"ledger.before_{entries[-1].status}")
+    durable.append_jsonl(store.ledger_path, events)
+    faults.point(f"ledger.after_{entries[-1].status}")
+    for entry in entries:
+        if entry.call_id not in state.entries:
+            state.order.append(entry.call_id)
+        state.entries[entry.call_id] = entry
+    state.last_seq = seq
+
+
+def append_action(store: Store, state: LedgerState, action: RecoveryAction, session_id: str,
+                  detail: dict[str, Any] | None = None) -> LedgerEvent:
+    event = LedgerEvent(seq=state.last_seq + 1, recorded_at=clock.stamp(), action=action,
+                        session_id=session_id, detail=detail)
+    durable.append_jsonl(store.ledger_path, [event.to_json()])
+    state.last_seq = event.seq
+    state.actions.append(event)
+    return event

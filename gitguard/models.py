@@ -1,0 +1,184 @@
+"""The records gitguard persists, named as in the source chapter (camelCase on disk and in --json).
+
+Every persisted record carries `schemaVersion`, so a reader can refuse a record
+from a newer gitguard instead of misreading it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+SCHEMA_VERSION = 1
+
+Status = Literal["planned", "approved", "started", "succeeded", "failed", "uncertain"]
+Idempotency = Literal["idempotent", "conditional", "non_idempotent"]
+ReplayPolicy = Literal["auto", "ask", "never"]
+RiskLevel = Literal["low", "medium", "high", "critical"]
+Resolution = Literal["pending", "keep_user", "apply_agent", "manual_merge"]
+CheckpointKind = Literal["pre", "post", "manual", "pre_rollback", "resume"]
+Confidence = Literal["exact", "window", "ambiguous", "unknown"]
+TraceType = Literal["checkpoint", "tool", "recovery", "rollback", "conflict", "gc", "session"]
+
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed"})
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class Versioned(Record):
+    schema_version: int = SCHEMA_VERSION
+
+
+class ToolDefinition(Versioned):
+    name: str
+    idempotency: Idempotency = "conditional"
+    replay_policy: ReplayPolicy = "ask"
+    risk_level: RiskLevel | None = None
+    side_effects: tuple[str, ...] = ()
+    # argv template filled from the call's input and result: ["gh", "issue", "close", "{number}"]
+    compensation: tuple[str, ...] | None = None
+    cannot_undo: str | None = None
+
+
+class FilePatchEntry(Versioned):
+    path: str
+    before_hash: str | None
+    after_hash: str | None
+    patch_ref: str
+    tool_call_id: str
+    created_at: str
+    before_mode: int | None = None
+    after_mode: int | None = None
+
+
+class ToolLedgerEntry(Versioned):
+    call_id: str
+    step_id: str
+    tool_name: str
+    input_hash: str
+    status: Status
+    risk_level: RiskLevel
+    idempotency: Idempotency
+    replay_policy: ReplayPolicy
+    side_effects: tuple[str, ...] = ()
+    started_at: str | None = None
+    finished_at: str | None = None
+    result_ref: str | None = None
+    # gitguard's additions to the chapter's entry
+    session_id: str
+    planned_at: str
+    summary: str = ""
+    classification_reason: str = ""
+    input_ref: str | None = None
+    declared_writes: tuple[str, ...] = ()
+    file_patches: tuple[FilePatchEntry, ...] = ()
+    pre_checkpoint_id: str | None = None
+    post_checkpoint_id: str | None = None
+    error_summary: str | None = None
+    compensates: str | None = None
+    replay_of: str | None = None
+    note: str | None = None
+
+
+class RollbackFiles(Record):
+    type: Literal["rollback_files"] = "rollback_files"
+    checkpoint_id: str
+
+
+class RestoreSession(Record):
+    type: Literal["restore_session"] = "restore_session"
+    checkpoint_id: str
+
+
+class CompensateExternalAction(Record):
+    type: Literal["compensate_external_action"] = "compensate_external_action"
+    ledger_entry_id: str
+
+
+RecoveryAction = Annotated[
+    RollbackFiles | RestoreSession | CompensateExternalAction, Field(discriminator="type")
+]
+
+
+class LedgerEvent(Versioned):
+    """One line of ledger.jsonl: a new state of a call, or a recovery action taken."""
+
+    seq: int
+    recorded_at: str
+    entry: ToolLedgerEntry | None = None
+    action: RecoveryAction | None = None
+    session_id: str | None = None
+    detail: dict[str, Any] | None = None
+
+
+class Checkpoint(Versioned):
+    checkpoint_id: str
+    session_id: str
+    kind: CheckpointKind
+    step_id: str | None = None
+    call_id: str | None = None
+    created_at: str
+    snapshot_commit: str
+    head: str | None = None
+    branch: str | None = None
+    dirty: tuple[str, ...] = ()
+    dirty_count: int = 0
+    skipped: tuple[str, ...] = ()
+    ledger_seq: int = 0
+    run_state: dict[str, Any] | None = None
+    message_refs: tuple[str, ...] = ()
+    transcript_path: str | None = None
+
+
+class CheckpointIndexRow(Versioned):
+    checkpoint_id: str
+    session_id: str
+    kind: CheckpointKind
+    step_id: str | None = None
+    file: str
+    sha256: str
+    created_at: str
+    snapshot_commit: str
+
+
+class CheckpointConflict(Versioned):
+    path: str
+    expected_hash: str | None
+    actual_hash: str | None
+    agent_patch_ref: str
+    resolution: Resolution = "pending"
+    checkpoint_id: str | None = None
+    base_hash: str | None = None
+    created_at: str | None = None
+
+
+class Session(Versioned):
+    session_id: str
+    started_at: str
+    ended_at: str | None = None
+    agent: str | None = None
+
+
+class TraceEvent(Versioned):
+    at: str
+    type: TraceType
+    name: str
+    session_id: str | None = None
+    duration_ms: float | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Attribution(Versioned):
+    path: str
+    owner: str  # "user" or a callId
+    confidence: Confidence
+    at: str

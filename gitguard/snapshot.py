@@ -1,0 +1,209 @@
+"""Snapshots of the whole workspace as commits under refs/gitguard/sessions/<id>.
+
+Without the daemon, the changed paths come from `git status` run against
+gitguard's own stat cache (a private index file, seeded from a copy of the user's
+index so the first snapshot re-hashes only what is dirty). Only changed paths are
+re-hashed and `git write-tree` reuses every unchanged subtree through the cache
+tree, so each new tree is the previous one plus the changed paths. The user's
+`.git/index` is only ever read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pygit2
+
+from gitguard import clock, durable, faults
+from gitguard.gitcmd import run_git
+from gitguard.settings import Settings
+from gitguard.store import Store
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+SESSION_REF = "refs/gitguard/sessions/"
+AUTHOR = ("gitguard", "gitguard@localhost")
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str               # workspace-relative, os.fsdecode of git's bytes
+    status: str             # A, M, D, T
+    old_mode: int
+    new_mode: int
+    old_oid: str | None
+    new_oid: str | None
+
+
+@dataclass(frozen=True)
+class TreeResult:
+    tree: str
+    changed: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+
+class Snapshotter:
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.ws = store.ws
+        self.settings = settings
+
+    @cached_property
+    def repo(self) -> pygit2.Repository:
+        return pygit2.Repository(str(self.ws.git_dir))
+
+    def _git(self, args: list[str], stdin: bytes | None = None) -> bytes:
+        env = {"GIT_INDEX_FILE": str(self.store.stat_index)}
+        return run_git(args, git_dir=self.ws.git_dir, work_tree=self.ws.root, env=env,
+                       stdin=stdin).stdout
+
+    def _seed_stat_cache(self) -> None:
+        if self.store.stat_index.exists():
+            return
+        user_index = self.ws.user_index
+        if user_index is not None and user_index.is_file():
+            # A byte copy: git then trusts the user's stat data and re-hashes only dirty files.
+            durable.atomic_write(self.store.stat_index, user_index.read_bytes())
+
+    def scan(self) -> tuple[list[bytes], list[str]]:
+        """Paths changed since the last snapshot, and untracked files left out for size."""
+        self._seed_stat_cache()
+        out = self._git(["status", "--porcelain=v2", "-z", "--untracked-files=all",
+                         "--no-renames", "--ignore-submodules=all"])
+        changed: list[bytes] = []
+        skipped: list[str] = []
+        tokens = iter(out.split(b"\0"))
+        for token in tokens:
+            if not token:
+                continue
+            kind = token[:1]
+            if kind == b"1":
+                fields = token.split(b" ", 8)
+                if fields[1][1:2] != b".":
+                    changed.append(fields[8])
+            elif kind == b"2":
+                fields = token.split(b" ", 9)
+                changed.append(fields[9])
+                changed.append(next(tokens, b""))
+            elif kind == b"u":
+                changed.append(token.split(b" ", 10)[10])
+            elif kind == b"?":
+                path = token[2:]
+                if self._too_large(path):
+                    skipped.append(os.fsdecode(path))
+                else:
+                    changed.append(path)
+        return changed, skipped
+
+    def _too_large(self, path: bytes) -> bool:
+        try:
+            info = os.lstat(os.path.join(os.fsencode(self.ws.root), path))
+        except OSError:
+            return False
+        return stat.S_ISREG(info.st_mode) and info.st_size > self.settings.untracked_size_cap
+
+    def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
+        """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
+        skipped: list[str] = []
+        if changed is None:
+            changed, skipped = self.scan()
+        else:
+            self._seed_stat_cache()
+        if changed:
+            self._git(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
+                      stdin=b"\0".join(changed) + b"\0")
+        faults.point("snapshot.after_update_index")
+        tree = self._git(["write-tree"]).decode().strip()
+        return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
+                          skipped=tuple(skipped))
+
+    def session_head(self, session_id: str) -> pygit2.Commit | None:
+        ref = self.repo.references.get(SESSION_REF + session_id)
+        if ref is None:
+            return None
+        commit = self.repo.get(ref.target)
+        return commit if isinstance(commit, pygit2.Commit) else None
+
+    def commit(self, tree: str, session_id: str, meta: dict[str, object]) -> str:
+        """A snapshot commit on the session's chain; reuses the head when nothing changed."""
+        head = self.session_head(session_id)
+        if head is not None and str(head.tree_id) == tree:
+            return str(head.id)
+        moment = clock.now()
+        sig = pygit2.Signature(*AUTHOR, int(moment.timestamp()), 0)
+        message = "gitguard snapshot\n\n" + json.dumps(meta, sort_keys=True) + "\n"
+        parents = [head.id] if head is not None else []
+        oid = self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree), parents)
+        faults.point("snapshot.before_ref")
+        self.repo.references.create(SESSION_REF + session_id, oid, force=True)
+        return str(oid)
+
+    def diff(self, old_tree: str, new_tree: str) -> list[Change]:
+        if old_tree == new_tree:
+            return []
+        out = run_git(["diff-tree", "-r", "-z", "--no-renames", "--raw", old_tree, new_tree],
+                      git_dir=self.ws.git_dir).stdout
+        tokens = out.split(b"\0")
+        changes: list[Change] = []
+        for header, path in zip(tokens[0::2], tokens[1::2], strict=False):
+            if not header.startswith(b":"):
+                continue
+            old_mode, new_mode, old_oid, new_oid, status = header[1:].decode().split(" ")
+            changes.append(Change(
+                path=os.fsdecode(path), status=status[:1],
+                old_mode=int(old_mode, 8), new_mode=int(new_mode, 8),
+                old_oid=None if set(old_oid) == {"0"} else old_oid,
+                new_oid=None if set(new_oid) == {"0"} else new_oid,
+            ))
+        return changes
+
+    def patch(self, old_tree: str, new_tree: str, paths: list[str] | None = None) -> bytes:
+        """A unified diff `git apply -R` reverses (binary hunks included)."""
+        args = ["diff-tree", "-p", "--binary", "--full-index", "--no-renames", "--no-color",
+                old_tree, new_tree]
+        if paths:
+            args += ["--", *(":(literal)" + p for p in paths)]
+        return run_git(args, git_dir=self.ws.git_dir).stdout
+
+    def tree_of(self, commit: str) -> str:
+        obj = self.repo.get(commit)
+        if not isinstance(obj, pygit2.Commit):
+            raise KeyError(commit)
+        return str(obj.tree_id)
+
+    def head_info(self) -> tuple[str | None, str | None]:
+        """(HEAD commit, branch name) of the user's repository; (None, None) outside git."""
+        if not self.ws.is_git:
+            return None, None
+        repo = self.repo
+        if repo.head_is_unborn:
+            target = repo.references.get("HEAD")
+            name = target.target if target is not None else None
+            branch = name.removeprefix("refs/heads/") if isinstance(name, str) else None
+            return None, branch
+        branch = None if repo.head_is_detached else repo.head.shorthand
+        return str(repo.head.target), branch
+
+    def dirty_against_head(self, tree: str, limit: int = 200) -> tuple[list[str], int]:
+        """Paths where the snapshot differs from HEAD (all paths outside git)."""
+        head, _ = self.head_info()
+        base = self.tree_of(head) if head else EMPTY_TREE
+        paths = [c.path for c in self.diff(base, tree)]
+        return paths[:limit], len(paths)
+
+    def store_blob(self, data: bytes) -> str:
+        return str(self.repo.create_blob(data))
+
+    def read_blob(self, oid: str) -> bytes:
+        obj = self.repo.get(oid)
+        if not isinstance(obj, pygit2.Blob):
+            raise KeyError(oid)
+        return bytes(obj.data)
+
+
+def workspace_path(store: Store, rel: str) -> Path:
+    return store.ws.root / rel

@@ -1,0 +1,79 @@
+"""The store: where every gitguard file lives, and the lock that serializes writers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gitguard import clock, durable
+from gitguard.errors import StoreError
+from gitguard.workspace import Workspace, ensure_object_store
+
+STORE_SCHEMA = 1
+
+
+class Store:
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.root = ws.store_dir
+        self.ledger_path = self.root / "ledger.jsonl"
+        self.trace_path = self.root / "trace.jsonl"
+        self.sessions_path = self.root / "sessions.jsonl"
+        self.checkpoints_dir = self.root / "checkpoints"
+        self.index_path = self.checkpoints_dir / "index.jsonl"
+        self.artifacts_dir = self.root / "artifacts"
+        self.conflicts_path = self.root / "conflicts.json"
+        self.stat_index = self.root / "stat.index"
+        self.meta_path = self.root / "store.json"
+        self.lock = durable.StoreLock(self.root / "lock")
+
+    @property
+    def journals(self) -> tuple[Path, ...]:
+        return (self.ledger_path, self.trace_path, self.sessions_path, self.index_path)
+
+    def exists(self) -> bool:
+        return self.meta_path.exists()
+
+    def create(self) -> bool:
+        """Create the store if missing. Returns True when it was created now."""
+        if self.exists():
+            return False
+        try:
+            for directory in (self.root, self.checkpoints_dir, self.artifacts_dir):
+                durable.ensure_dir(directory)
+            ensure_object_store(self.ws)
+            meta = {"schemaVersion": STORE_SCHEMA, "createdAt": clock.stamp(),
+                    "workspace": str(self.ws.root), "git": self.ws.is_git}
+            durable.atomic_write(self.meta_path, durable.canonical_json(meta) + b"\n")
+        except PermissionError as exc:
+            raise StoreError(f"cannot create the gitguard store at {self.root}: permission denied",
+                             "make the directory writable, or run gitguard as its owner") from exc
+        return True
+
+    def check_readable(self) -> None:
+        if self.root.exists() and not os.access(self.root, os.R_OK | os.X_OK):
+            raise StoreError(f"the gitguard store {self.root} is not readable",
+                             "fix its permissions (gitguard keeps it 0700, owned by you)")
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store lock; on entry repair any append a crash left torn."""
+        self.check_readable()
+        self.create()
+        if not os.access(self.root, os.W_OK):
+            raise StoreError(f"the gitguard store {self.root} is not writable",
+                             "fix its permissions; nothing was changed")
+        with self.lock.held():
+            for journal in self.journals:
+                durable.repair_torn_tail(journal)
+            yield
+
+    def artifact(self, name: str) -> Path:
+        return self.artifacts_dir / name
+
+    def write_artifact(self, name: str, data: bytes) -> str:
+        durable.ensure_dir(self.artifacts_dir)
+        durable.atomic_write(self.artifacts_dir / name, data)
+        return f"artifacts/{name}"

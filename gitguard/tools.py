@@ -1,0 +1,46 @@
+"""Tool definitions from the project config, and the classification of one call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gitguard.classify import Classification, ToolPolicy, classify_call
+from gitguard.errors import GitguardError
+from gitguard.models import ToolDefinition
+from gitguard.settings import Settings
+
+
+def definitions(settings: Settings) -> dict[str, ToolDefinition]:
+    """`[tools.NAME]` tables of .gitguard.toml as ToolDefinitions (camelCase or snake_case keys)."""
+    result: dict[str, ToolDefinition] = {}
+    for name, table in settings.tools.items():
+        if not isinstance(table, dict):
+            raise GitguardError(f"[tools.{name}] must be a table", "see README: Configuration")
+        try:
+            result[name] = ToolDefinition.model_validate({"name": name, **table})
+        except ValueError as exc:
+            first = str(exc).splitlines()
+            raise GitguardError(f"[tools.{name}] in the gitguard config is invalid: "
+                                f"{first[1] if len(first) > 1 else first[0]}",
+                                "idempotency: idempotent|conditional|non_idempotent; "
+                                "replayPolicy: auto|ask|never") from None
+    return result
+
+
+def _policy(definition: ToolDefinition, table: Mapping[str, Any]) -> ToolPolicy:
+    def given(*keys: str) -> bool:
+        return any(k in table for k in keys)
+
+    return ToolPolicy(
+        idempotency=definition.idempotency if given("idempotency") else None,
+        replay_policy=definition.replay_policy if given("replayPolicy", "replay_policy") else None,
+        risk_level=definition.risk_level,
+        side_effects=definition.side_effects,
+    )
+
+
+def classify(settings: Settings, tool: str, tool_input: Mapping[str, Any]) -> Classification:
+    defs = definitions(settings)
+    overrides = {name: _policy(d, settings.tools[name]) for name, d in defs.items()}
+    return classify_call(tool, tool_input, overrides)

@@ -1,0 +1,87 @@
+"""Shared fixtures: real git repositories in temp dirs, isolated HOME, pinned author and dates."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from gitstate import GitState, capture  # noqa: E402
+
+PINNED_ENV = {
+    "GIT_AUTHOR_NAME": "Test User",
+    "GIT_AUTHOR_EMAIL": "user@example.com",
+    "GIT_COMMITTER_NAME": "Test User",
+    "GIT_COMMITTER_EMAIL": "user@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    for key, value in PINNED_ENV.items():
+        monkeypatch.setenv(key, value)
+    for key in ("GITGUARD_SESSION", "GITGUARD_FAULT", "GITGUARD_NOW", "GIT_DIR", "GIT_INDEX_FILE",
+                "GIT_WORK_TREE"):
+        monkeypatch.delenv(key, raising=False)
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tauto = 0\n")
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True)
+    return proc.stdout.decode(errors="surrogateescape")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with one commit on main, a tag, a stash, and an ignored file."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q")
+    (path / "README.md").write_text("# project\n")
+    (path / "src").mkdir()
+    (path / "src" / "app.py").write_text("def main():\n    return 1\n")
+    (path / ".gitignore").write_text("build/\n*.log\n.env\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "initial")
+    git(path, "tag", "v1")
+    (path / "README.md").write_text("# project\nstashed line\n")
+    git(path, "stash", "-q")
+    (path / ".env").write_text("SECRET=1\n")
+    (path / "build").mkdir()
+    (path / "build" / "out.bin").write_bytes(b"\x00\x01build")
+    return path
+
+
+@pytest.fixture
+def state_of(repo: Path) -> Iterator[GitState]:
+    """The user's git state before the test; the test compares against it."""
+    yield capture(repo)
+
+
+def gg(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None,
+       input: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real gitguard CLI in a subprocess."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([sys.executable, "-m", "gitguard", *args], cwd=cwd,
+                          capture_output=True, text=True, env=full_env,
+                          input=None if input is None else input.decode())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"gitguard {' '.join(args)} exited {proc.returncode}:\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
