@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, faults, ledger, recovery_note, trace
+from gitguard import checkpoints, clock, faults, ledger, recovery_note, sessions, trace
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
 from gitguard.models import ToolLedgerEntry
 from gitguard.recovery_scan import (
@@ -118,10 +118,8 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
         moved = move_incomplete_aside(g.store, index)
         sid = (index.find(checkpoint_id).session_id if checkpoint_id
                else require_session(target_session(g.store, state, session_id)))
-        if not any(e.session_id == sid for e in state.entries.values()) and \
-                not any(r.session_id == sid for r in index.rows):
-            raise UnknownId(f"session {sid} has no calls and no checkpoints",
-                            "list sessions with `gitguard session list`")
+        if not _known(g, state, index, sid):
+            raise UnknownId(f"no session {sid!r}", "list sessions with `gitguard session list`")
         choice = choose(g.store, g.snap, index, sid, checkpoint_id)
         trace.emit(g.store, "recovery", "recovery.checkpoint", session_id=sid,
                    **choice.to_json(), movedAside=[p.name for p in moved])
@@ -141,6 +139,12 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
                    doNotRepeat=len(result.do_not_repeat),
                    conflicts=len(check.conflicts))
     return result
+
+
+def _known(g: Guard, state: ledger.LedgerState, index: checkpoints.Index, sid: str) -> bool:
+    return (any(e.session_id == sid for e in state.entries.values())
+            or any(r.session_id == sid for r in index.rows)
+            or any(s.session_id == sid for s in sessions.read(g.store)))
 
 
 def _settle(g: Guard, state: ledger.LedgerState, index: checkpoints.Index, session_id: str,
