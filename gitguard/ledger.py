@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitguard import clock, durable, faults
+from gitguard import clock, durable, faults, ledger_fold
 from gitguard.errors import IllegalTransition, UnknownId
 from gitguard.models import LedgerEvent, RecoveryAction, ToolLedgerEntry
 from gitguard.store import Store
@@ -49,23 +48,12 @@ class LedgerState:
 
 
 def read(store: Store) -> LedgerState:
-    raw = durable.read_jsonl(store.ledger_path)
-    state = LedgerState(torn=raw.torn)
-    latest: dict[str, Mapping[str, Any]] = {}
-    for record in raw.records:
-        seq = int(record.get("seq", 0))
-        state.last_seq = max(state.last_seq, seq)
-        entry = record.get("entry")
-        if entry is not None:
-            call_id = entry["callId"]
-            if call_id not in latest:
-                state.order.append(call_id)
-                state.first_seq[call_id] = seq
-            latest[call_id] = entry
-        elif record.get("action") is not None:
-            state.actions.append(LedgerEvent.model_validate(record))
+    folded = ledger_fold.fold(store.ledger_path)
+    state = LedgerState(order=folded.order, first_seq=folded.first_seq,
+                        last_seq=folded.last_seq, torn=folded.torn,
+                        actions=[LedgerEvent.model_validate(r) for r in folded.actions])
     # Validating only the newest state of each call keeps a long ledger cheap to fold.
-    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in latest.items()}
+    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in folded.latest.items()}
     return state
 
 

@@ -187,15 +187,16 @@ def _resume_checkpoint(g: Guard, state: ledger.LedgerState, index: checkpoints.I
 
 def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice,
             check: WorkspaceCheck) -> ResumeResult:
-    entries = _session_entries(state, session_id)
+    views = [CallView.of(e) for e in _session_entries(state, session_id)]
     horizon = choice.horizon_seq
-    calls = tuple(CallView.of(e) for e in entries
-                  if e.status == "uncertain" or (e.status not in OPEN_STATUSES and (
-                      horizon is None or state.first_seq.get(e.call_id, 0) > horizon)))
-    finished = [e for e in entries if e.status in ("succeeded", "failed") and not never_started(e)]
+    calls = tuple(v for v in views if v.entry.status == "uncertain" or (
+        v.entry.status not in OPEN_STATUSES
+        and (horizon is None or state.first_seq.get(v.entry.call_id, 0) > horizon)))
+    finished = [v.entry for v in views
+                if v.entry.status in ("succeeded", "failed") and not never_started(v.entry)]
     found = choice.checkpoint
     last_step = finished[-1].step_id if finished else (found.step_id if found else None)
-    do_not_repeat = tuple(v for v in (CallView.of(e) for e in entries) if not v.verdict.replayable)
+    do_not_repeat = tuple(v for v in views if not v.verdict.replayable)
     shown = _cap_finished(calls)
     facts = recovery_note.NoteFacts(
         checkpoint_id=found.checkpoint_id if found else None, last_completed_step=last_step,
@@ -209,7 +210,8 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
         earlier_finished=len(calls) - len(shown))
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
-        calls=calls, uncertain=tuple(e.call_id for e in entries if e.status == "uncertain"),
+        calls=calls,
+        uncertain=tuple(v.entry.call_id for v in views if v.entry.status == "uncertain"),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=checkpoints.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
