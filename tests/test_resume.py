@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from crashkit import make_repo, scratch_root
+
 from conftest import gg, git
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.durable import read_jsonl
 from gitguard.errors import ReplayRefused
@@ -15,12 +21,16 @@ from gitstate import GitState, capture
 PUBLISH = '{"command": "npm publish"}'
 
 
+@pytest.fixture
+def repo() -> Iterator[Path]:
+    """The conftest repository's shape, on tmpfs: these tests make many fsynced writes."""
+    root = scratch_root()
+    yield make_repo(root / "repo")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def store(repo: Path) -> Path:
     return repo / ".git" / "gitguard"
-
-
-def ledger_json(repo: Path) -> dict[str, dict[str, object]]:
-    return {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
 
 
 def trace_names(repo: Path) -> list[str]:
@@ -36,10 +46,10 @@ def assert_refused(proc: subprocess.CompletedProcess[str], *parts: str) -> None:
 
 def test_replay_guard_refuses_names_the_earlier_call_and_records_overrides(
         repo: Path, state_of: GitState) -> None:
-    gg(repo, "session", "start", "--id", "s1")
-    gg(repo, "call", "begin", "--tool", "Bash", "--input", PUBLISH)
-    gg(repo, "call", "end", "call_1", "--status", "succeeded", "--result", "+ pkg@1.0.0")
-    finished = ledger_json(repo)["call_1"]["finishedAt"]
+    with Guard.open(repo) as guard:
+        guard.start_session("s1")
+        finished = guard.end_call(guard.begin_call("Bash", json.loads(PUBLISH)).call_id,
+                                  "succeeded", "+ pkg@1.0.0").finished_at
     ledger_before = (store(repo) / "ledger.jsonl").read_bytes()
 
     again = gg(repo, "call", "begin", "--tool", "Bash", "--input", PUBLISH, check=False)
@@ -58,7 +68,7 @@ def test_replay_guard_refuses_names_the_earlier_call_and_records_overrides(
                            "--force-replay", "--json").stdout)
     assert (forced["callId"], forced["replayOf"], forced["note"]) == (
         "call_2", "call_1", "forced replay of call_1")
-    assert ledger_json(repo)["call_2"]["replayOf"] == "call_1"
+    assert Guard.open(repo).ledger()[1].replay_of == "call_1"
     state_of.assert_unchanged(repo)
 
 
@@ -130,7 +140,7 @@ def test_resume_marks_uncertain_returns_state_and_is_idempotent(repo: Path) -> N
             "check the recipient's mailbox before doing anything.") in note
     assert note.endswith("Do not repeat: send_email(call_3).\n"
                          "Plan the next step from these observations.\n")
-    assert ledger_json(repo)["call_3"]["status"] == "uncertain"
+    assert {e.call_id: e.status for e in Guard.open(repo).ledger()}["call_3"] == "uncertain"
 
     ledger_after_first = (store(repo) / "ledger.jsonl").read_bytes()
     again = gg(repo, "resume", "--json")
@@ -145,7 +155,8 @@ def test_resume_marks_uncertain_returns_state_and_is_idempotent(repo: Path) -> N
                  "recovery.resume"):
         assert name in names
     assert names.count("recovery.mark") == 1, "only the first resume had calls to settle"
-    gg(repo, "verify")
+    with Guard.open(repo) as guard:
+        assert verify.report(guard.store, guard.snap).problems == []
 
     mail = '{"to": "ops@example.com", "subject": "released"}'
     assert_refused(gg(repo, "call", "begin", "--tool", "send_email", "--input", mail,
@@ -170,7 +181,7 @@ def test_explain_and_reconcile(repo: Path) -> None:
 
     early = gg(repo, "reconcile", "call_3", "--status", "failed", check=False)
     assert early.returncode == 1 and "still started" in early.stderr and "resume" in early.stderr
-    gg(repo, "resume")
+    Guard.open(repo).resume()
     settled = json.loads(gg(repo, "reconcile", "call_3", "--status", "failed", "--note",
                             "no mail in the sent folder", "--json").stdout)
     assert (settled["status"], settled["note"]) == ("failed", "no mail in the sent folder")
@@ -180,9 +191,9 @@ def test_explain_and_reconcile(repo: Path) -> None:
     assert twice.stderr.startswith("Error: call call_3 is failed, not uncertain")
     assert "recovery.reconcile" in trace_names(repo)
     # Settled as failed, the mail may be sent again; nothing is left to avoid.
-    assert json.loads(gg(repo, "explain", "--json").stdout)["doNotRepeat"] == []
-    gg(repo, "call", "begin", "--tool", "send_email", "--input",
-       '{"to": "ops@example.com", "subject": "released"}')
+    with Guard.open(repo) as guard:
+        assert guard.explain().to_json()["doNotRepeat"] == []
+        guard.begin_call("send_email", {"to": "ops@example.com", "subject": "released"})
     assert gg(repo, "reconcile", "call_9", "--status", "failed", check=False).returncode == 1
 
 
@@ -233,18 +244,17 @@ def test_corrupt_and_incomplete_checkpoints_are_skipped_and_reported(repo: Path)
     assert f"Skipped checkpoint {bad.checkpoint_id}: it is corrupt: sha256 mismatch." in \
         result["recoveryNote"]
     assert (store(repo) / "checkpoints" / "incomplete" / orphan).is_file()
-    assert gg(repo, "resume", "--json").stdout == first.stdout
+    assert Guard.open(repo).resume().to_json() == result
     # A new checkpoint reuses the orphan's id; the evidence stays aside and reported.
     guard.checkpoint("manual", "step_4")
-    assert orphan.removesuffix(".json") in gg(repo, "resume").stdout
+    assert orphan.removesuffix(".json") in Guard.open(repo).resume().note
 
     refused = gg(repo, "resume", "--checkpoint", bad.checkpoint_id, check=False)
     assert refused.returncode == 1
     assert refused.stderr.startswith(f"Error: checkpoint {bad.checkpoint_id} cannot be used")
     unknown = gg(repo, "resume", "--checkpoint", "ckpt_nope", check=False)
     assert unknown.returncode == 1 and "no checkpoint 'ckpt_nope'" in unknown.stderr
-    chosen = json.loads(gg(repo, "resume", "--checkpoint", good.checkpoint_id, "--json").stdout)
-    assert chosen["why"] == "requested with --checkpoint"
+    assert Guard.open(repo).resume(good.checkpoint_id).choice.why == "requested with --checkpoint"
     verified = json.loads(gg(repo, "verify", "--json", check=False).stdout)
     assert verified["problems"] == [f"checkpoint {bad.checkpoint_id} is corrupt: sha256 mismatch"]
     assert any("moved aside by resume" in n for n in verified["notes"])
@@ -267,3 +277,32 @@ def test_resume_in_a_plain_directory(tmp_path: Path) -> None:
     assert result["uncertain"] == ["call_1"] and result["workspace"]["headMoved"] is False
     assert "check the remote repository (`git ls-remote`)" in result["recoveryNote"]
     gg(work, "verify")
+
+
+def test_classification_and_project_overrides_drive_the_guard(repo: Path) -> None:
+    (repo / ".gitguard.toml").write_text(
+        '[tools.deploy]\nidempotency = "non_idempotent"\nreplayPolicy = "never"\n'
+        '[tools.Read]\nreplayPolicy = "ask"\n')
+    guard = Guard.open(repo)
+    for tool, tool_input in (("Bash", {"command": "ls && npm publish"}),
+                             ("Bash", {"command": 'FOO=1 sudo sh -c "git push origin main"'}),
+                             ("deploy", {"env": "prod"}), ("Read", {"file_path": "README.md"})):
+        first = guard.begin_call(tool, tool_input)
+        guard.end_call(first.call_id, "succeeded")
+        try:
+            guard.begin_call(tool, tool_input)
+        except ReplayRefused as exc:
+            assert f"already ran as {first.call_id}" in exc.message
+        else:
+            raise AssertionError(f"{tool} {tool_input} was replayed")
+    entries = {e.call_id: e for e in guard.ledger()}
+    assert "`npm publish` publishes a package" in entries["call_1"].classification_reason
+    assert (entries["call_2"].idempotency, entries["call_2"].replay_policy) == (
+        "non_idempotent", "never")
+    assert "git push" in entries["call_2"].classification_reason
+    assert entries["call_3"].classification_reason.startswith(
+        "project override in .gitguard.toml for `deploy`")
+    assert (entries["call_4"].idempotency, entries["call_4"].replay_policy) == (
+        "idempotent", "ask")
+    result = guard.resume()
+    assert list(result.to_json()["doNotRepeat"]) == ["call_1", "call_2", "call_3", "call_4"]
