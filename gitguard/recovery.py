@@ -26,6 +26,7 @@ from gitguard.recovery_scan import (
     require_session,
     target_session,
     usable,
+    with_incomplete,
 )
 from gitguard.replay import Verdict, verdict
 from gitguard.snapshot import TreeResult
@@ -74,7 +75,8 @@ class ResumeResult:
     choice: Choice
     workspace: WorkspaceCheck
     last_completed_step: str | None
-    calls: tuple[CallView, ...]          # since the agent last saved its state, plus uncertain
+    calls: tuple[CallView, ...]   # since the agent last saved its state (newest ones), uncertain
+    earlier_calls: int             # finished calls since then left out of `calls`
     uncertain: tuple[str, ...]
     do_not_repeat: tuple[CallView, ...]
     run_state: dict[str, Any] | None
@@ -91,13 +93,13 @@ class ResumeResult:
             "sessionId": self.session_id, "checkpointId": self.checkpoint_id,
             "checkpointKind": found.kind if found else None,
             "checkpointStep": found.step_id if found else None, "why": self.choice.why,
-            "skipped": [s.to_json() for s in self.choice.skipped],
+            "skipped": [s.to_json() for s in self.choice.all_skipped],
             "lastCompletedStep": self.last_completed_step,
             "runState": self.run_state, "messages": self.messages,
             "transcriptPath": found.transcript_path if found else None,
             "workspace": self.workspace.to_json(),
             "conflicts": [c.record.to_json() for c in self.workspace.conflicts],
-            "calls": [c.to_json() for c in self.calls],
+            "calls": [c.to_json() for c in self.calls], "earlierCalls": self.earlier_calls,
             "uncertain": list(self.uncertain),
             "neverStarted": [c.entry.call_id for c in self.calls if never_started(c.entry)],
             "doNotRepeat": [c.entry.call_id for c in self.do_not_repeat],
@@ -115,12 +117,14 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
     with g.store.writing():
         state = ledger.read(g.store)
         index = checkpoints.read_index(g.store)
-        moved = move_incomplete_aside(g.store, index)
         sid = (index.find(checkpoint_id).session_id if checkpoint_id
                else require_session(target_session(g.store, state, session_id)))
         if not _known(g, state, index, sid):
             raise UnknownId(f"no session {sid!r}", "list sessions with `gitguard session list`")
         choice = choose(g.store, g.snap, index, sid, checkpoint_id)
+        # Only once nothing can refuse: a failed resume leaves the store as it found it.
+        moved = move_incomplete_aside(g.store, index)
+        choice = with_incomplete(g.store, index, choice, sid)
         trace.emit(g.store, "recovery", "recovery.checkpoint", session_id=sid,
                    **choice.to_json(), movedAside=[p.name for p in moved])
         tree = g.snap.write_tree()
@@ -206,11 +210,12 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
                    for c in check.conflicts],
         head_then=check.head_then, head_now=check.head_now, branch_then=check.branch_then,
         branch_now=check.branch_now,
-        skipped=[(s.checkpoint_id, f"it {s.reason}") for s in choice.skipped],
+        skipped=[(s.label, f"it {s.reason}") for s in choice.all_skipped],
         earlier_finished=len(calls) - len(shown))
+    # The JSON carries what the note tells, so its size does not grow with the ledger.
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
-        calls=calls,
+        calls=shown, earlier_calls=len(calls) - len(shown),
         uncertain=tuple(v.entry.call_id for v in views if v.entry.status == "uncertain"),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=checkpoints.read_messages(g.snap, found) if found else [],
@@ -279,4 +284,5 @@ def explain(g: Guard, session_id: str | None = None) -> Explanation:
     if sid is None:
         return Explanation(None, (), None)
     calls = tuple(CallView.of(e) for e in _session_entries(state, sid))
-    return Explanation(sid, calls, choose(g.store, g.snap, index, sid))
+    choice = choose(g.store, g.snap, index, sid)
+    return Explanation(sid, calls, with_incomplete(g.store, index, choice, sid))

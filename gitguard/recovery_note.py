@@ -63,7 +63,7 @@ class NoteFacts:
     head_now: str | None = None
     branch_then: str | None = None
     branch_now: str | None = None
-    skipped: Sequence[tuple[str, str]] = ()     # (checkpointId, reason)
+    skipped: Sequence[tuple[str, str]] = ()     # ("checkpoint ID" or "checkpoint file F", reason)
     earlier_finished: int = 0                    # finished calls left out before `calls`
 
 
@@ -140,8 +140,8 @@ def render(facts: NoteFacts) -> str:
         lines.append("Checkpoint: none (no complete checkpoint; the workspace is as found).")
     else:
         lines.append(f"Checkpoint: {facts.checkpoint_id}")
-    for checkpoint_id, reason in facts.skipped:
-        lines.append(f"Skipped checkpoint {checkpoint_id}: {_sentence(reason)}")
+    for label, reason in facts.skipped:
+        lines.append(f"Skipped {label}: {_sentence(reason)}")
     lines.append(f"Last completed step: {facts.last_completed_step or 'none yet'}.")
     lines.extend(_workspace_lines(facts))
     if facts.earlier_finished:

@@ -6,8 +6,10 @@ Read-only except `move_incomplete_aside`, which resume calls under the store loc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,16 +30,24 @@ from gitguard.snapshot import Snapshotter
 from gitguard.store import Store
 
 INCOMPLETE_DIR = "incomplete"
-INCOMPLETE_REASON = "is incomplete: its file has no index row (a crash between file and index)"
+_ROW = re.compile(r"\.row-(\d+)\.")
+INCOMPLETE_REASON = "is incomplete: it has no index row (a crash came between file and index)"
 
 
 @dataclass(frozen=True)
 class Skipped:
-    checkpoint_id: str
-    reason: str
+    """A checkpoint resume did not use: a corrupt indexed one, or an unindexed file."""
 
-    def to_json(self) -> dict[str, str]:
-        return {"checkpointId": self.checkpoint_id, "reason": self.reason}
+    checkpoint_id: str | None
+    reason: str
+    file: str | None = None     # store-relative, for a file no index row names
+
+    @property
+    def label(self) -> str:
+        return f"checkpoint file {self.file}" if self.file else f"checkpoint {self.checkpoint_id}"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"checkpointId": self.checkpoint_id, "file": self.file, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -46,12 +56,17 @@ class Choice:
     why: str
     skipped: tuple[Skipped, ...]
     horizon_seq: int | None      # ledgerSeq of the newest usable manual checkpoint, if any
+    incomplete: tuple[Skipped, ...] = ()
+
+    @property
+    def all_skipped(self) -> tuple[Skipped, ...]:
+        return self.incomplete + self.skipped
 
     def to_json(self) -> dict[str, Any]:
         found = self.checkpoint
         return {"checkpointId": found.checkpoint_id if found else None,
                 "kind": found.kind if found else None, "why": self.why,
-                "skipped": [s.to_json() for s in self.skipped]}
+                "skipped": [s.to_json() for s in self.all_skipped]}
 
 
 def target_session(store: Store, state: LedgerState, explicit: str | None) -> str | None:
@@ -92,16 +107,17 @@ def incomplete_files(store: Store, index: checkpoints.Index) -> list[Path]:
 
 
 def move_incomplete_aside(store: Store, index: checkpoints.Index) -> list[Path]:
-    """Under the lock. The next checkpoint would reuse the id and overwrite the evidence."""
+    """Under the lock. The next checkpoint would reuse the id and overwrite the evidence.
+    The new name records how many index rows preceded the crash (`.row-N`)."""
     moved: list[Path] = []
     aside = store.checkpoints_dir / INCOMPLETE_DIR
     for path in incomplete_files(store, index):
         durable.ensure_dir(aside)
-        target = aside / path.name
+        target = aside / f"{path.stem}.row-{len(index.rows)}.json"
         number = 0
         while target.exists():
             number += 1
-            target = aside / f"{path.stem}.{number}.json"
+            target = aside / f"{path.stem}.row-{len(index.rows)}.{number}.json"
         os.replace(path, target)
         durable.fsync_dir(aside)
         moved.append(target)
@@ -110,30 +126,45 @@ def move_incomplete_aside(store: Store, index: checkpoints.Index) -> list[Path]:
     return moved
 
 
-def _session_of(path: Path) -> str | None:
+def _claims(path: Path) -> tuple[str | None, str | None]:
+    """(checkpointId, sessionId) an unverified file says it has, where readable."""
     try:
         value = json.loads(path.read_bytes())
     except (OSError, ValueError):
-        return None
-    session = value.get("sessionId") if isinstance(value, dict) else None
-    return session if isinstance(session, str) else None
+        return None, None
+    if not isinstance(value, dict):
+        return None, None
+    cid, sid = value.get("checkpointId"), value.get("sessionId")
+    return cid if isinstance(cid, str) else None, sid if isinstance(sid, str) else None
 
 
-def reported_incomplete(store: Store, index: checkpoints.Index, session_id: str
-                        ) -> list[Skipped]:
-    """Incomplete checkpoint files of this session (or of none readable), in place or aside."""
+def with_incomplete(store: Store, index: checkpoints.Index, choice: Choice, session_id: str
+                    ) -> Choice:
+    """Add the unindexed checkpoint files this session's crashes left after the chosen
+    checkpoint; one a complete checkpoint came after no longer matters."""
     aside = store.checkpoints_dir / INCOMPLETE_DIR
-    paths = incomplete_files(store, index) + (sorted(aside.glob("*.json")) if aside.is_dir()
-                                              else [])
-    found = {p.name.split(".")[0]: p for p in paths if _session_of(p) in (session_id, None)}
-    return [Skipped(cid, INCOMPLETE_REASON) for cid in sorted(found)]
+    located = [(p, len(index.rows)) for p in incomplete_files(store, index)]
+    if aside.is_dir():
+        for path in sorted(aside.glob("*.json")):
+            row = _ROW.search(path.name)
+            located.append((path, int(row.group(1)) if row else len(index.rows)))
+    chosen = choice.checkpoint
+    position = next((i for i, r in enumerate(index.rows)
+                     if chosen and r.checkpoint_id == chosen.checkpoint_id), -1)
+    found = []
+    for path, rows_before in located:
+        cid, sid = _claims(path)
+        if sid in (session_id, None) and rows_before > position:
+            found.append(Skipped(cid, INCOMPLETE_REASON,
+                                 path.relative_to(store.root).as_posix()))
+    return dataclasses.replace(choice, incomplete=tuple(found))
 
 
 def choose(store: Store, snap: Snapshotter, index: checkpoints.Index, session_id: str,
            wanted: str | None = None) -> Choice:
     """The newest complete checkpoint of the session (resume checkpoints are markers, not
-    restore points), or the one asked for; corrupt and incomplete ones are reported."""
-    skipped = reported_incomplete(store, index, session_id)
+    restore points), or the one asked for; the corrupt ones passed over are reported."""
+    skipped: list[Skipped] = []
     if wanted is not None:
         row = index.find(wanted)
         found, reason = usable(store, snap, row)
@@ -158,9 +189,8 @@ def choose(store: Store, snap: Snapshotter, index: checkpoints.Index, session_id
                       None)
     what = f"{chosen.kind} checkpoint" + (f" of {chosen.call_id}" if chosen.call_id else "")
     step = f", {chosen.step_id}" if chosen.step_id else ""
-    newer = sum(1 for s in skipped if s.reason != INCOMPLETE_REASON)
     why = (f"the newest complete checkpoint of session {session_id} ({what}{step})"
-           + (f"; {newer} newer one(s) skipped" if newer else ""))
+           + (f"; {len(skipped)} newer one(s) skipped" if skipped else ""))
     return Choice(chosen, why, tuple(skipped), _horizon(store, snap, index, session_id, chosen))
 
 

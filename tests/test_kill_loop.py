@@ -30,7 +30,7 @@ from gitguard import durable, verify
 from gitguard.api import Guard
 from gitguard.errors import GitguardError, ReplayRefused
 from gitguard.models import ToolLedgerEntry
-from gitguard.replay import BLOCKING_STATUSES, effective_policy
+from gitguard.replay import BLOCKING_STATUSES, effective_policy, verdict
 
 HERE = Path(__file__).resolve().parent
 OPEN = ("planned", "approved", "started")
@@ -131,8 +131,7 @@ def check_trial(line: dict[str, Any]) -> list[str]:
     if guard.resume().to_json() != answer:
         problems.append("a second resume answered differently")
     for entry in entries.values():
-        if entry.status in ("succeeded", "uncertain") and entry.replay_policy != "auto" \
-                and entry.input_ref:
+        if not verdict(entry).replayable and entry.input_ref:
             tool_input = json.loads((guard.store.root / entry.input_ref).read_bytes())
             try:
                 replayed = guard.begin_call(entry.tool_name, tool_input,
@@ -167,6 +166,7 @@ def test_random_kill_loop(capsys: pytest.CaptureFixture[str]) -> None:
                               f"{line['armAt']} of {line['ops']}): " + "; ".join(problems))
         else:
             shutil.rmtree(line["repo"], ignore_errors=True)
+            Path(line["acks"]).unlink(missing_ok=True)
     assert driver.wait() == 0
     with capsys.disabled():
         print(f"\nkill loop: trials={done} kills={kills} violations={len(violations)} "

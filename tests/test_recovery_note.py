@@ -37,7 +37,7 @@ WORKSPACE = """\
 System resumed from checkpoint.
 Checkpoint: ckpt_20260101_002
 Skipped checkpoint ckpt_20260101_003: it is corrupt: sha256 mismatch.
-Skipped checkpoint ckpt_20260101_004: it is incomplete: its file has no index row.
+Skipped checkpoint file checkpoints/incomplete/ckpt_20260101_004.json: it is incomplete.
 Last completed step: step_2.
 HEAD moved since the checkpoint: aaaaaaaaaaaa -> bbbbbbbbbbbb.
 The branch changed since the checkpoint: main -> (detached).
@@ -78,8 +78,9 @@ CASES = [
                         PathFact("out.txt", "call_4", "ambiguous")],
                conflicts=[PathFact("src/app.py", "call_2", "exact")],
                head_then="a" * 40, head_now="b" * 40, branch_then="main", branch_now=None,
-               skipped=[("ckpt_20260101_003", "it is corrupt: sha256 mismatch"),
-                        ("ckpt_20260101_004", "it is incomplete: its file has no index row")]),
+               skipped=[("checkpoint ckpt_20260101_003", "it is corrupt: sha256 mismatch"),
+                        ("checkpoint file checkpoints/incomplete/ckpt_20260101_004.json",
+                         "it is incomplete")]),
      WORKSPACE),
     ("never started, idempotent, conditional, mcp, push, no summary",
      NoteFacts("ckpt_x", "step_1", earlier_finished=3, calls=[

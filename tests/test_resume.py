@@ -237,17 +237,23 @@ def test_corrupt_and_incomplete_checkpoints_are_skipped_and_reported(repo: Path)
     first = gg(repo, "resume", "--json")
     result = json.loads(first.stdout)
     assert result["checkpointId"] == good.checkpoint_id and result["runState"] == {"step": 1}
+    aside = f"checkpoints/incomplete/{orphan.removesuffix('.json')}.row-2.json"
     assert result["skipped"] == [
-        {"checkpointId": orphan.removesuffix(".json"),
-         "reason": "is incomplete: its file has no index row (a crash between file and index)"},
-        {"checkpointId": bad.checkpoint_id, "reason": "is corrupt: sha256 mismatch"}]
-    assert f"Skipped checkpoint {bad.checkpoint_id}: it is corrupt: sha256 mismatch." in \
-        result["recoveryNote"]
-    assert (store(repo) / "checkpoints" / "incomplete" / orphan).is_file()
+        {"checkpointId": orphan.removesuffix(".json"), "file": aside,
+         "reason": "is incomplete: it has no index row (a crash came between file and index)"},
+        {"checkpointId": bad.checkpoint_id, "file": None,
+         "reason": "is corrupt: sha256 mismatch"}]
+    note = result["recoveryNote"]
+    assert f"Skipped checkpoint file {aside}: it is incomplete: it has no index row" in note
+    assert f"Skipped checkpoint {bad.checkpoint_id}: it is corrupt: sha256 mismatch." in note
+    assert (store(repo) / aside).is_file(), "moved aside, never deleted"
     assert Guard.open(repo).resume().to_json() == result
-    # A new checkpoint reuses the orphan's id; the evidence stays aside and reported.
-    guard.checkpoint("manual", "step_4")
-    assert orphan.removesuffix(".json") in Guard.open(repo).resume().note
+    # A complete checkpoint after the crash (it reuses the id) makes the old tear moot.
+    newer = guard.checkpoint("manual", "step_4")
+    assert newer.checkpoint_id == orphan.removesuffix(".json")
+    again = Guard.open(repo).resume()
+    assert again.checkpoint_id == newer.checkpoint_id and "incomplete" not in again.note
+    assert (store(repo) / aside).is_file()
 
     refused = gg(repo, "resume", "--checkpoint", bad.checkpoint_id, check=False)
     assert refused.returncode == 1

@@ -56,8 +56,8 @@ def explain(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
         if choice is not None:
             target = choice.checkpoint.checkpoint_id if choice.checkpoint else "no checkpoint"
             click.echo(f"resume would use {target}: {choice.why}")
-            for skipped in choice.skipped:
-                click.echo(f"  skipped {skipped.checkpoint_id}: it {skipped.reason}")
+            for skipped in choice.all_skipped:
+                click.echo(f"  skipped {skipped.label}: it {skipped.reason}")
 
     emit(found.to_json(), as_json, human)
 
