@@ -14,6 +14,7 @@ from crashkit import make_repo, scratch_root
 from conftest import gg, git
 from gitguard import verify
 from gitguard.api import Guard
+from gitguard.demo_resume import chapter_resume
 from gitguard.durable import read_jsonl
 from gitguard.errors import ReplayRefused
 from gitstate import GitState, capture
@@ -312,3 +313,18 @@ def test_classification_and_project_overrides_drive_the_guard(repo: Path) -> Non
         "idempotent", "ask")
     result = guard.resume()
     assert list(result.to_json()["doNotRepeat"]) == ["call_1", "call_2", "call_3", "call_4"]
+
+
+def test_demo_chapter_kills_resumes_and_refuses(repo: Path) -> None:
+    lines: list[str] = []
+    with Guard.open(repo) as guard:
+        guard.start_session("demo-session")
+        chapter_resume(lines.append, repo, guard)
+    text = "\n".join(lines)
+    assert "then got kill -9 (exit -9)" in text
+    assert "call_1 is started (durable before the tool ran)" in text
+    assert "| Tool Bash(call_1) started but its outcome is unknown: it is not idempotent" in text
+    assert "resume again: same answer: True" in text
+    assert "Error: Bash with this input already ran as call_1 (uncertain at" in text
+    assert "(exit code 4)" in text
+    assert "-> succeeded; it stays on the do-not-repeat list" in text
