@@ -71,15 +71,23 @@ def encode_line(record: dict[str, Any]) -> bytes:
     return _PREFIX + digest + _MIDDLE + data + b"}\n"
 
 
-def decode_line(line: bytes, loads: Callable[[bytes], Any] = json.loads
-                ) -> dict[str, Any] | None:
-    """The record of one complete line, or None when its checksum or shape is wrong."""
+def checked_data(line: bytes) -> bytes | None:
+    """The JSON payload of one complete line, or None when its checksum or shape is wrong."""
     if not (line.startswith(_PREFIX) and line.endswith(b"}") and line[_DATA_AT - len(_MIDDLE):
             _DATA_AT] == _MIDDLE):
         return None
     digest = line[len(_PREFIX):len(_PREFIX) + _SUM_LEN]
     data = line[_DATA_AT:-1]
     if hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode() != digest:
+        return None
+    return data
+
+
+def decode_line(line: bytes, loads: Callable[[bytes], Any] = json.loads
+                ) -> dict[str, Any] | None:
+    """The record of one complete line, or None when its checksum or shape is wrong."""
+    data = checked_data(line)
+    if data is None:
         return None
     try:
         value = loads(data)

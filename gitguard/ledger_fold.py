@@ -102,9 +102,14 @@ def fold(ledger_path: Path) -> Fold:
         offset = stop + 1
         scanned += 1
     pos.offset = end
-    for call_id, span in pos.spans.items():
-        if call_id not in latest:
-            latest[call_id] = _record_at(raw, span, ledger_path)["entry"]
+    cached = [(c, span) for c, span in pos.spans.items() if c not in latest]
+    for (call_id, _), record in zip(cached, _records_at(raw, [s for _, s in cached],
+                                                        ledger_path), strict=True):
+        entry = record.get("entry")
+        if not isinstance(entry, dict) or entry.get("callId") != call_id:
+            raise CorruptRecord(f"{ledger_path.name} does not match its fold cache",
+                                "run `gitguard verify`")
+        latest[call_id] = entry
     result = Fold(latest={c: latest[c] for c in pos.order}, order=pos.order,
                   first_seq=pos.first_seq, last_seq=pos.last_seq, torn=raw[end:],
                   actions=[actions.get(s) or _record_at(raw, s, ledger_path)
@@ -115,11 +120,24 @@ def fold(ledger_path: Path) -> Fold:
 
 
 def _record_at(raw: bytes, span: Span, ledger_path: Path) -> dict[str, Any]:
-    record = durable.decode_line(raw[span[0]:span[1]], _loads)
-    if record is None:  # cannot happen when the prefix hash matched; never trust it blindly
-        raise CorruptRecord(f"{ledger_path.name} byte {span[0]} is corrupt: checksum mismatch",
+    return _records_at(raw, [span], ledger_path)[0]
+
+
+def _records_at(raw: bytes, spans: list[Span], ledger_path: Path) -> list[dict[str, Any]]:
+    """The records on these lines, checksums verified, parsed in one pass (one parser call
+    for ten thousand lines costs a third less than ten thousand calls)."""
+    payloads = []
+    for start, stop in spans:
+        data = durable.checked_data(raw[start:stop])
+        if data is None:  # cannot happen when the prefix hash matched; never trust it blindly
+            raise CorruptRecord(f"{ledger_path.name} byte {start} is corrupt: checksum mismatch",
+                                "run `gitguard verify`")
+        payloads.append(data)
+    records = _loads(b"[" + b",".join(payloads) + b"]")
+    if not all(isinstance(r, dict) for r in records):
+        raise CorruptRecord(f"{ledger_path.name} holds a record that is not an object",
                             "run `gitguard verify`")
-    return record
+    return list(records)
 
 
 def _load(cache: Path, raw: bytes, end: int) -> _Positions | None:

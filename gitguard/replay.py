@@ -19,8 +19,11 @@ _STATUS_PHRASE = {"succeeded": "it succeeded", "uncertain": "its outcome is unce
                   "started": "it started and has not ended"}
 
 
+_RANK = {policy: rank for rank, policy in enumerate(_ORDER)}
+
+
 def stricter(*policies: ReplayPolicy) -> ReplayPolicy:
-    return max(policies, key=_ORDER.index)
+    return max(policies, key=_RANK.__getitem__)
 
 
 def effective_policy(prior: ToolLedgerEntry, requested: ReplayPolicy) -> ReplayPolicy:
