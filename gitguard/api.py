@@ -66,12 +66,14 @@ class Status:
     skipped: list[str] = field(default_factory=list)
     calls: int = 0
     checkpoints: int = 0
+    store_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"workspace": self.workspace, "git": self.git, "head": self.head,
                 "branch": self.branch, "session": self.session,
                 "dirty": [d.to_json() for d in self.dirty], "skipped": self.skipped,
-                "calls": self.calls, "checkpoints": self.checkpoints}
+                "calls": self.calls, "checkpoints": self.checkpoints,
+                "storeBytes": self.store_bytes}
 
 
 class Guard:
@@ -194,7 +196,7 @@ class Guard:
             count = len(checkpoints.read_index(self.store).rows)
         return Status(str(self.ws.root), self.ws.is_git, head, branch,
                       open_session.session_id if open_session else None, dirty,
-                      list(tree.skipped), len(entries), count)
+                      list(tree.skipped), len(entries), count, self.store.size_bytes())
 
     def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:
         """A call's patch; or every change since the baseline, optionally one side's only."""

@@ -70,6 +70,17 @@ class Store:
                 durable.repair_torn_tail(journal)
             yield
 
+    def size_bytes(self) -> int:
+        """Bytes of every file in the store (objects.git included outside git)."""
+        total = 0
+        for directory, _dirs, files in os.walk(self.root):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(directory, name)).st_size
+                except OSError:
+                    continue
+        return total
+
     def artifact(self, name: str) -> Path:
         return self.artifacts_dir / name
 
