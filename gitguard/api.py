@@ -80,7 +80,7 @@ class Guard:
     def __init__(self, ws: Workspace, settings: Settings | None = None) -> None:
         self.ws = ws
         self.settings = settings or load(ws.root)
-        self.store = Store(ws)
+        self.store = Store(ws, self.settings)
         self.snap = Snapshotter(self.store, self.settings)
 
     @classmethod
@@ -164,15 +164,12 @@ class Guard:
             refs = (checkpoints.store_messages(self.snap, session.session_id, messages)
                     if messages is not None else None)
             tree = self.snap.write_tree()
-            checkpoint = checkpoints.write(
+            # checkpoints.write records the trace event (with its duration)
+            return checkpoints.write(
                 self.store, self.snap, checkpoints.read_index(self.store),
                 session_id=session.session_id, kind=kind, tree=tree,
                 ledger_seq=ledger.read(self.store).last_seq, step_id=step_id, run_state=state,
                 message_refs=refs, transcript_path=transcript_path)
-            trace.emit(self.store, "checkpoint", f"checkpoint.{kind}",
-                       session_id=session.session_id, checkpointId=checkpoint.checkpoint_id,
-                       files=len(tree.changed))
-            return checkpoint
 
     def checkpoints(self) -> list[CheckpointIndexRow]:
         return checkpoints.read_index(self.store).rows
@@ -204,7 +201,7 @@ class Guard:
             entry = ledger.read(self.store).get(call_id)
             if not entry.file_patches:
                 return b""
-            return self.store.root.joinpath(entry.file_patches[0].patch_ref).read_bytes()
+            return self.store.read_artifact(entry.file_patches[0].patch_ref)
         with self.store.writing():
             tree = self.snap.write_tree().tree
             base = self._baseline()

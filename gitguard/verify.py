@@ -30,7 +30,7 @@ def problems(store: Store, snap: Snapshotter) -> list[str]:
     repo = snap.repo
     for row in index.rows:
         try:
-            checkpoint = checkpoints.load(store, row)
+            checkpoint = checkpoints.load(store, row, open_state=False)
         except CorruptRecord as exc:
             found.append(exc.message)
             continue

@@ -9,7 +9,9 @@ from gitguard.commands.checkpoint import checkpoint, checkpoints
 from gitguard.commands.demo import demo
 from gitguard.commands.query import diff, ledger, status, verify
 from gitguard.commands.session import init, session
+from gitguard.commands.storage import STORAGE_COMMANDS
 
 COMMANDS: list[click.Command] = [
     init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
+    *STORAGE_COMMANDS,
 ]
