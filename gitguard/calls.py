@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, durable, ledger, sessions, tools, trace
+from gitguard import checkpoints, clock, durable, ledger, packing, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.workspace import safe_relpath
@@ -114,6 +114,7 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                             "pass --status succeeded or --status failed")
     data = result.encode() if isinstance(result, str) else result
     started_clock = time.perf_counter()
+    entered = clock.stamp()
     if data is not None:
         data = g.store.privacy.redact_bytes(data)
     with g.store.writing():
@@ -137,13 +138,15 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         trace.emit(g.store, "tool", "tool.end", session_id=entry.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
                    status=status, files=len(patches), checkpointId=post.checkpoint_id,
-                   toolMs=_elapsed_ms(entry.started_at, finished.finished_at),
+                   toolMs=_elapsed_ms(entry.started_at, entered),
                    bytes=len(data or b"") + patch_bytes)
+        # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar.
+        packing.maybe_pack(g.store, g.snap.repo)
     return finished
 
 
 def _elapsed_ms(start: str | None, end: str | None) -> float | None:
-    """How long the tool itself ran: from `started` to the call's end, by the ledger stamps."""
+    """How long the tool itself ran: from its `started` stamp to when `call end` began."""
     if start is None or end is None:
         return None
     delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)

@@ -137,8 +137,11 @@ def repair_torn_tail(path: Path) -> bytes:
     return result.torn
 
 
-def append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    """Append checksummed lines and fsync before returning. Call under the store lock."""
+def append_jsonl(path: Path, records: list[dict[str, Any]], *, sync: bool = True) -> None:
+    """Append checksummed lines and fsync before returning. Call under the store lock.
+
+    `sync=False` is for records a crash may lose but never tear silently (the trace).
+    """
     payload = b"".join(encode_line(r) for r in records)
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
@@ -148,10 +151,11 @@ def append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
             os.write(fd, payload[: len(payload) // 2])
             faults.point("jsonl.torn_write")
         os.write(fd, payload)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    if created:
+    if created and sync:
         fsync_dir(path.parent)
     faults.point("jsonl.after_fsync")
 

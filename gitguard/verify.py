@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pygit2
 
 from gitguard import checkpoints, durable
 from gitguard.errors import CorruptRecord
+from gitguard.models import CheckpointIndexRow
 from gitguard.snapshot import SESSION_REF, Snapshotter
 from gitguard.store import Store
 
@@ -50,4 +55,78 @@ def problems(store: Store, snap: Snapshotter) -> list[str]:
     for row in index.rows:
         if SESSION_REF + row.session_id not in heads:
             found.append(f"session {row.session_id} has checkpoints but no snapshot ref")
+    found += _unreachable(store, repo, index.rows)
+    return found
+
+
+def _unreachable(store: Store, repo: pygit2.Repository,
+                 rows: list[CheckpointIndexRow]) -> list[str]:
+    """Checkpoints whose snapshot or messages no gitguard ref keeps (git gc would drop them)."""
+    reached: set[str] = set()
+    for name in repo.references:
+        if not name.startswith("refs/gitguard/"):
+            continue
+        target = repo.references[name].target
+        if str(target) in reached or not isinstance(repo.get(target), pygit2.Commit):
+            continue
+        for commit in repo.walk(target, pygit2.enums.SortMode.NONE):
+            if str(commit.id) in reached:
+                continue
+            reached.add(str(commit.id))
+            if name.startswith(checkpoints.MESSAGES_REF) or "/messages/" in name:
+                reached |= held_blobs(repo, commit)
+    found = []
+    for row in rows:
+        try:
+            checkpoint = checkpoints.load(store, row, open_state=False)
+        except CorruptRecord:
+            continue
+        if checkpoint.snapshot_commit not in reached:
+            found.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
+                         f"{checkpoint.snapshot_commit[:12]} is on no gitguard ref "
+                         "(`git gc` would delete it)")
+        missing = [m for m in checkpoint.message_refs if m not in reached]
+        if missing:
+            found.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message blob(s) "
+                         "held by no gitguard ref")
+    return found
+
+
+def held_blobs(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
+    """The blob ids a message-holder commit keeps (a two-level fan-out tree)."""
+    held: set[str] = set()
+    for prefix in commit.tree:
+        sub = repo.get(prefix.id)
+        if isinstance(sub, pygit2.Tree):
+            held.update(f"{prefix.name}{leaf.name}" for leaf in sub)
+    return held
+
+
+def permission_problems(store: Store) -> list[str]:
+    """Store files must be 0600 and directories 0700, owned by the user running gitguard.
+
+    A private object store (outside git) is checked at its top directory: git decides
+    the modes inside it, and a 0700 directory already keeps everyone else out.
+    """
+    if not store.root.exists():
+        return []
+    found = []
+    uid = os.getuid()
+    for directory, dirs, files in os.walk(store.root):
+        here = Path(directory)
+        if here == store.ws.git_dir and not store.ws.is_git:
+            dirs[:], files = [], []
+        for path, expected in [(here, durable.DIR_MODE), *((here / f, durable.FILE_MODE)
+                                                         for f in files)]:
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue  # removed while we looked
+            mode = stat.S_IMODE(info.st_mode)
+            ok = (mode & 0o077 == 0) if stat.S_ISSOCK(info.st_mode) else mode == expected
+            if not ok:
+                found.append(f"{path} is {mode:04o}, should be {expected:04o} "
+                             f"(fix: chmod {expected:o} {path})")
+            if info.st_uid != uid:
+                found.append(f"{path} belongs to uid {info.st_uid}, not to you ({uid})")
     return found

@@ -79,6 +79,7 @@ def verify(ctx: Ctx, as_json: bool) -> None:
     """
     guard = ctx.guard
     found = verify_mod.problems(guard.store, guard.snap)
+    found += verify_mod.permission_problems(guard.store)
     emit({"ok": not found, "problems": found}, as_json,
          lambda: click.echo("\n".join(found) if found else "store ok"))
     if found:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from gitguard.commands.gc import gc, pin
 from gitguard.commands.key import key
+from gitguard.commands.trace import trace
 
-STORAGE_COMMANDS: list[click.Command] = [key]
+STORAGE_COMMANDS: list[click.Command] = [gc, pin, trace, key]
