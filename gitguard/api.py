@@ -66,19 +66,21 @@ class Status:
     skipped: list[str] = field(default_factory=list)
     calls: int = 0
     checkpoints: int = 0
+    store_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"workspace": self.workspace, "git": self.git, "head": self.head,
                 "branch": self.branch, "session": self.session,
                 "dirty": [d.to_json() for d in self.dirty], "skipped": self.skipped,
-                "calls": self.calls, "checkpoints": self.checkpoints}
+                "calls": self.calls, "checkpoints": self.checkpoints,
+                "storeBytes": self.store_bytes}
 
 
 class Guard:
     def __init__(self, ws: Workspace, settings: Settings | None = None) -> None:
         self.ws = ws
         self.settings = settings or load(ws.root)
-        self.store = Store(ws)
+        self.store = Store(ws, self.settings)
         self.snap = Snapshotter(self.store, self.settings)
 
     @classmethod
@@ -162,15 +164,12 @@ class Guard:
             refs = (checkpoints.store_messages(self.snap, session.session_id, messages)
                     if messages is not None else None)
             tree = self.snap.write_tree()
-            checkpoint = checkpoints.write(
+            # checkpoints.write records the trace event (with its duration)
+            return checkpoints.write(
                 self.store, self.snap, checkpoints.read_index(self.store),
                 session_id=session.session_id, kind=kind, tree=tree,
                 ledger_seq=ledger.read(self.store).last_seq, step_id=step_id, run_state=state,
                 message_refs=refs, transcript_path=transcript_path)
-            trace.emit(self.store, "checkpoint", f"checkpoint.{kind}",
-                       session_id=session.session_id, checkpointId=checkpoint.checkpoint_id,
-                       files=len(tree.changed))
-            return checkpoint
 
     def checkpoints(self) -> list[CheckpointIndexRow]:
         return checkpoints.read_index(self.store).rows
@@ -205,7 +204,7 @@ class Guard:
             count = len(checkpoints.read_index(self.store).rows)
         return Status(str(self.ws.root), self.ws.is_git, head, branch,
                       open_session.session_id if open_session else None, dirty,
-                      list(tree.skipped), len(entries), count)
+                      list(tree.skipped), len(entries), count, self.store.size_bytes())
 
     def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:
         """A call's patch; or every change since the baseline, optionally one side's only."""
@@ -213,7 +212,7 @@ class Guard:
             entry = ledger.read(self.store).get(call_id)
             if not entry.file_patches:
                 return b""
-            return self.store.root.joinpath(entry.file_patches[0].patch_ref).read_bytes()
+            return self.store.read_artifact(entry.file_patches[0].patch_ref)
         with self.store.writing():
             tree = self.snap.write_tree().tree
             base = self._baseline()

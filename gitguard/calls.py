@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, durable, ledger, sessions, tools, trace
+from gitguard import checkpoints, clock, durable, ledger, packing, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
@@ -62,7 +63,11 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
-    cls = tools.classify(g.settings, tool, tool_input)
+    # Redact before anything quotes or cuts the input (the classification reason quotes the
+    # command; the summary is cut at 200 characters): half a secret matches no pattern.
+    # The hash stays over the real input, so a replay is still recognised.
+    redacted_input = g.store.privacy.redact_json(dict(tool_input))
+    cls = tools.classify(g.settings, tool, redacted_input)
     digest = ledger.input_hash(tool_input)
     started_clock = time.perf_counter()
     with g.store.writing():
@@ -82,14 +87,15 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                        session_id=session.session_id, tool=tool, inputHash=digest,
                        reason=refused.message)
             raise
-        input_ref = g.store.write_artifact(f"input_{call_id}.json",
-                                           durable.canonical_json(dict(tool_input)))
+        stored_input = durable.canonical_json(redacted_input)
+        input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input)
         planned = ToolLedgerEntry(
             call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
             tool_name=tool, input_hash=digest, status="planned",
             risk_level=risk or cls.risk_level, idempotency=idempotency or cls.idempotency,
             replay_policy=policy, side_effects=tuple(side_effects) or cls.side_effects,
-            session_id=session.session_id, planned_at=clock.stamp(), summary=summarize(tool_input),
+            session_id=session.session_id, planned_at=clock.stamp(),
+            summary=summarize(redacted_input),
             classification_reason=("set by the caller" if (idempotency or replay) else cls.reason),
             input_ref=input_ref, declared_writes=declared, replay_of=replay_of,
             note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
@@ -105,7 +111,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
         ledger.append_entries(g.store, state, [started])
         trace.emit(g.store, "tool", "tool.start", session_id=session.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
-                   tool=tool, checkpointId=pre.checkpoint_id)
+                   tool=tool, checkpointId=pre.checkpoint_id, bytes=len(stored_input))
     return started
 
 
@@ -116,6 +122,9 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                             "pass --status succeeded or --status failed")
     data = result.encode() if isinstance(result, str) else result
     started_clock = time.perf_counter()
+    entered = clock.stamp()
+    if data is not None:
+        data = g.store.privacy.redact_bytes(data)
     with g.store.writing():
         state = ledger.read(g.store)
         entry = state.get(call_id)
@@ -125,7 +134,7 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
                                  kind="post", tree=tree, ledger_seq=state.last_seq,
                                  step_id=entry.step_id, call_id=call_id)
-        patches = _file_patches(g, index, entry, tree.tree)
+        patches, patch_bytes = _file_patches(g, index, entry, tree.tree)
         result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data)
                       if data is not None else None)
         finished = entry.model_copy(update={
@@ -136,25 +145,38 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         ledger.append_entries(g.store, state, [finished])
         trace.emit(g.store, "tool", "tool.end", session_id=entry.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
-                   status=status, files=len(patches), checkpointId=post.checkpoint_id)
+                   status=status, files=len(patches), checkpointId=post.checkpoint_id,
+                   toolMs=_elapsed_ms(entry.started_at, entered),
+                   bytes=len(data or b"") + patch_bytes)
+        # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar.
+        packing.maybe_pack(g.store, g.snap.repo)
     return finished
 
 
+def _elapsed_ms(start: str | None, end: str | None) -> float | None:
+    """How long the tool itself ran: from its `started` stamp to when `call end` began."""
+    if start is None or end is None:
+        return None
+    delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    return round(delta.total_seconds() * 1000, 3)
+
+
 def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
-                  post_tree: str) -> tuple[FilePatchEntry, ...]:
+                  post_tree: str) -> tuple[tuple[FilePatchEntry, ...], int]:
+    """The call's file patches and the size of the patch artifact (never redacted)."""
     if entry.pre_checkpoint_id is None:
-        return ()
+        return (), 0
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
     changes = g.snap.diff(pre_tree, post_tree)
     if not changes:
-        return ()
-    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff",
-                                       g.snap.patch(pre_tree, post_tree))
+        return (), 0
+    patch = g.snap.patch(pre_tree, post_tree)
+    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch)
     created = clock.stamp()
     return tuple(
         FilePatchEntry(path=c.path, before_hash=c.old_oid, after_hash=c.new_oid,
                        patch_ref=patch_ref, tool_call_id=entry.call_id, created_at=created,
                        before_mode=c.old_mode or None, after_mode=c.new_mode or None)
         for c in changes
-    )
+    ), len(patch)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
-from gitguard import clock, durable, faults
+from gitguard import clock, durable, faults, trace
 from gitguard.errors import CorruptRecord, UnknownId
 from gitguard.models import Checkpoint, CheckpointIndexRow, CheckpointKind
 from gitguard.snapshot import Snapshotter, TreeResult
@@ -44,6 +45,11 @@ def read_index(store: Store) -> Index:
     return Index([CheckpointIndexRow.model_validate(r) for r in raw.records])
 
 
+def pruned_ids(store: Store) -> set[str]:
+    """Checkpoints `gitguard gc` removed on purpose (ledger entries still name them)."""
+    return {str(r["checkpointId"]) for r in durable.read_jsonl(store.pruned_path).records}
+
+
 def next_id(index: Index) -> str:
     today = clock.day()
     prefix = f"ckpt_{today}_"
@@ -52,8 +58,11 @@ def next_id(index: Index) -> str:
     return f"{prefix}{max(numbers, default=0) + 1:03d}"
 
 
-def load(store: Store, row: CheckpointIndexRow) -> Checkpoint:
-    """Read a checkpoint file and verify it against the sha256 in the index."""
+def load(store: Store, row: CheckpointIndexRow, open_state: bool = True) -> Checkpoint:
+    """Read a checkpoint file and verify it against the sha256 in the index.
+
+    `open_state=False` leaves a sealed run state sealed (no key needed: verify, gc).
+    """
     path = store.checkpoints_dir / row.file
     try:
         data = path.read_bytes()
@@ -65,15 +74,26 @@ def load(store: Store, row: CheckpointIndexRow) -> Checkpoint:
                             "run `gitguard verify`; resume skips this checkpoint")
     try:
         # json.loads, not model_validate_json: it keeps surrogate-escaped non-UTF-8 paths
-        return Checkpoint.model_validate(json.loads(data))
+        checkpoint = Checkpoint.model_validate(json.loads(data))
     except ValueError as exc:
         raise CorruptRecord(f"checkpoint {row.checkpoint_id} cannot be parsed",
                             "run `gitguard verify`") from exc
+    if checkpoint.run_state is None or not open_state:
+        return checkpoint
+    return checkpoint.model_copy(update={"run_state":
+                                         store.privacy.open_state(checkpoint.run_state)})
 
 
 def store_messages(snap: Snapshotter, session_id: str, messages: Sequence[Any]) -> list[str]:
-    """One blob per message (identical messages share it); a ref keeps them from git gc."""
-    refs = [snap.store_blob(durable.canonical_json(m)) for m in messages]
+    """One blob per message (identical messages share it); a ref keeps them from git gc.
+
+    Each message is redacted, then sealed when encryption is on (with a synthetic nonce,
+    so identical messages still share a blob).
+    """
+    privacy = snap.store.privacy
+    refs = [snap.store_blob(privacy.seal(durable.canonical_json(privacy.redact_json(m)),
+                                         "message", deterministic=True))
+            for m in messages]
     if refs:
         _keep_reachable(snap, session_id, refs)
     return refs
@@ -108,7 +128,18 @@ def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> 
 
 
 def read_messages(snap: Snapshotter, checkpoint: Checkpoint) -> list[Any]:
-    return [json.loads(snap.read_blob(oid)) for oid in checkpoint.message_refs]
+    privacy = snap.store.privacy
+    return [json.loads(privacy.open(snap.read_blob(oid), "message"))
+            for oid in checkpoint.message_refs]
+
+
+def _new_blob_bytes(snap: Snapshotter, refs: Sequence[str], previous: Sequence[str]) -> int:
+    known = set(previous)
+    total = 0
+    for oid in dict.fromkeys(refs):
+        obj = snap.repo.get(oid) if oid not in known else None
+        total += obj.size if isinstance(obj, pygit2.Blob) else 0
+    return total
 
 
 def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
@@ -119,14 +150,20 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     """Commit the snapshot, write the checkpoint file, then index it. Under the store lock.
 
     Without new run state or messages a checkpoint carries over the session's last ones.
+    New run state is redacted; run state is sealed on disk when encryption is on.
     """
+    started = time.perf_counter()
     previous_row = index.latest(session_id)
     previous: Checkpoint | None = None
-    if previous_row is not None and (run_state is None or message_refs is None):
+    if previous_row is not None:
         try:
             previous = load(store, previous_row)
         except CorruptRecord:
             previous = None
+    if run_state is not None:
+        run_state = store.privacy.redact_json(run_state)
+    new_bytes = (_new_blob_bytes(snap, message_refs, previous.message_refs if previous else ())
+                 if message_refs is not None else 0)
     if previous is not None:
         run_state = previous.run_state if run_state is None else run_state
         message_refs = previous.message_refs if message_refs is None else message_refs
@@ -144,7 +181,8 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
         ledger_seq=ledger_seq, run_state=run_state, message_refs=tuple(message_refs or ()),
         transcript_path=transcript_path,
     )
-    data = durable.canonical_json(checkpoint.to_json()) + b"\n"
+    stored = checkpoint.model_copy(update={"run_state": store.privacy.seal_state(run_state)})
+    data = durable.canonical_json(stored.to_json()) + b"\n"
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     durable.atomic_write(store.checkpoints_dir / file, data)
@@ -157,4 +195,8 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     durable.append_jsonl(store.index_path, [row.to_json()])
     faults.point("checkpoint.after_index")
     index.rows.append(row)
+    trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
+               duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
+               checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),
+               skipped=len(tree.skipped), bytes=len(data) + tree.bytes_hashed + new_bytes)
     return checkpoint

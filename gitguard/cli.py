@@ -99,6 +99,7 @@ def _crash_log(exc: BaseException) -> str:
     except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
         pass
     target.write_text(text)
+    target.chmod(0o600)  # the traceback may quote paths and data: private like the store
     return str(target)
 
 

@@ -168,8 +168,11 @@ def _tail(path: Path, chunk: int = 1 << 16) -> tuple[int, bytes]:
         return 0, fh.read()
 
 
-def append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    """Append checksummed lines and fsync before returning. Call under the store lock."""
+def append_jsonl(path: Path, records: list[dict[str, Any]], *, sync: bool = True) -> None:
+    """Append checksummed lines and fsync before returning. Call under the store lock.
+
+    `sync=False` is for records a crash may lose but never tear silently (the trace).
+    """
     payload = b"".join(encode_line(r) for r in records)
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
@@ -179,10 +182,11 @@ def append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
             os.write(fd, payload[: len(payload) // 2])
             faults.point("jsonl.torn_write")
         os.write(fd, payload)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    if created:
+    if created and sync:
         fsync_dir(path.parent)
     faults.point("jsonl.after_fsync")
 

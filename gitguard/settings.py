@@ -11,6 +11,11 @@ from typing import Any
 from gitguard.errors import GitguardError
 
 DEFAULT_SIZE_CAP = 10 * 1024 * 1024
+# Untracked, not-ignored directories with these names are dependency or build output:
+# left out of snapshots (and listed), so a fresh `npm install` never lands in the store.
+DEFAULT_SKIP_DIRS = ("node_modules", ".venv", "venv", "target", "dist", "build", "__pycache__",
+                     ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".gradle",
+                     ".next", ".nuxt", ".parcel-cache", ".terraform", "bower_components")
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,21 @@ class Settings:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     redact_patterns: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict)
+    skip_dirs: tuple[str, ...] = DEFAULT_SKIP_DIRS
+    retention: Retention = field(default_factory=lambda: Retention())
+    encryption: bool = False
+    keyring_user: str = "default"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What `gitguard gc` keeps: `[gc]` in the config, GITGUARD_GC_* in the environment."""
+
+    keep_first: int = 1          # oldest checkpoints of each session
+    keep_last: int = 10          # newest checkpoints of each session (at least 1)
+    keep_days: float = 7.0       # sessions active more recently than this are kept whole
+    pinned: tuple[str, ...] = ()
+    trace_days: float = 30.0     # trace events older than this are dropped
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -54,7 +74,11 @@ def load(root: Path, *, untracked_size_cap: int | None = None) -> Settings:
         raise GitguardError("[tools] in the gitguard config must be a table",
                             "write one [tools.NAME] table per tool")
     redact = config.get("redact", {}).get("patterns", [])
-    return Settings(untracked_size_cap=cap, tools=tools, redact_patterns=tuple(redact), raw=config)
+    encryption = _table(config, "encryption")
+    return Settings(untracked_size_cap=cap, tools=tools, redact_patterns=tuple(redact), raw=config,
+                    skip_dirs=_skip_dirs(config), retention=_retention(config),
+                    encryption=_bool("GITGUARD_ENCRYPT", encryption.get("enabled", False)),
+                    keyring_user=str(encryption.get("keyring_user", "default")))
 
 
 def _int(name: str, value: object) -> int:
@@ -63,3 +87,69 @@ def _int(name: str, value: object) -> int:
     except ValueError:
         raise GitguardError(f"{name} must be a whole number of bytes, not {value!r}",
                             "for example 10485760 for 10 MiB") from None
+
+
+def _table(config: dict[str, Any], name: str) -> dict[str, Any]:
+    value = config.get(name, {})
+    if not isinstance(value, dict):
+        raise GitguardError(f"[{name}] in the gitguard config must be a table",
+                            "see README: Storage")
+    return value
+
+
+def _strings(name: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise GitguardError(f"{name} must be a list of names", 'for example ["node_modules"]')
+    return tuple(value)
+
+
+def _skip_dirs(config: dict[str, Any]) -> tuple[str, ...]:
+    if "GITGUARD_SKIP_DIRS" in os.environ:
+        return _strings("GITGUARD_SKIP_DIRS", os.environ["GITGUARD_SKIP_DIRS"])
+    return _strings("skip_dirs", config.get("skip_dirs", list(DEFAULT_SKIP_DIRS)))
+
+
+def _number(name: str, value: object, minimum: float) -> float:
+    try:
+        number = float(str(value))
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise GitguardError(f"{name} must be a number of at least {minimum:g}, not {value!r}",
+                            "fix it in the [gc] table of .gitguard.toml or the environment")
+    return number
+
+
+def _retention(config: dict[str, Any]) -> Retention:
+    table = _table(config, "gc")
+    default = Retention()
+
+    def pick(key: str, fallback: float, minimum: float) -> float:
+        env = f"GITGUARD_GC_{key.upper()}"
+        if os.environ.get(env):
+            return _number(env, os.environ[env], minimum)
+        return _number(f"gc.{key}", table.get(key, fallback), minimum)
+
+    return Retention(
+        keep_first=int(pick("keep_first", default.keep_first, 0)),
+        keep_last=int(pick("keep_last", default.keep_last, 1)),
+        keep_days=pick("keep_days", default.keep_days, 0),
+        pinned=_strings("gc.pinned", table.get("pinned", [])),
+        trace_days=pick("trace_days", default.trace_days, 0),
+    )
+
+
+def _bool(env: str, configured: object) -> bool:
+    raw = os.environ.get(env)
+    value: object = raw if raw else configured
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise GitguardError(f"{env} must be true or false, not {value!r}",
+                        "[encryption] enabled = true in .gitguard.toml, or GITGUARD_ENCRYPT=1")

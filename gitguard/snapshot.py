@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -44,6 +45,8 @@ class TreeResult:
     tree: str
     changed: tuple[str, ...]
     skipped: tuple[str, ...]
+    duration_ms: float = 0.0    # scan + hashing + write-tree, for the trace
+    bytes_hashed: int = 0       # size of the changed files now on disk (before compression)
 
 
 class Snapshotter:
@@ -70,12 +73,34 @@ class Snapshotter:
             durable.atomic_write(self.store.stat_index, user_index.read_bytes())
 
     def scan(self) -> tuple[list[bytes], list[str]]:
-        """Paths changed since the last snapshot, and untracked files left out for size."""
+        """Paths changed since the last snapshot, and what was left out (big files, dep dirs).
+
+        Untracked directories come back collapsed (`-unormal`), so git never walks a new
+        node_modules: a collapsed directory named like a dependency or build directory is
+        left out whole; the others are listed file by file in a second, narrower call.
+        """
         self._seed_stat_cache()
-        out = self._git(["status", "--porcelain=v2", "-z", "--untracked-files=all",
-                         "--no-renames", "--ignore-submodules=all"])
+        out = self._status("--untracked-files=normal")
+        changed, skipped, new_dirs = self._parse_status(out)
+        for start in range(0, len(new_dirs), 64):
+            chunk = new_dirs[start:start + 64]
+            excludes = [f":(exclude,glob){_glob_escape(d)}**/{_glob_escape(n)}/**"
+                        for d in chunk for n in self.settings.skip_dirs]
+            inner = self._status("--untracked-files=all", "--",
+                                 *(":(literal)" + os.fsdecode(d) for d in chunk), *excludes)
+            more, more_skipped, _ = self._parse_status(inner)
+            changed += more
+            skipped += more_skipped + self._nested_skip_dirs(chunk, more)
+        return changed, skipped
+
+    def _status(self, *args: str) -> bytes:
+        return self._git(["status", "--porcelain=v2", "-z", "--no-renames",
+                          "--ignore-submodules=all", *args])
+
+    def _parse_status(self, out: bytes) -> tuple[list[bytes], list[str], list[bytes]]:
         changed: list[bytes] = []
         skipped: list[str] = []
+        new_dirs: list[bytes] = []
         tokens = iter(out.split(b"\0"))
         for token in tokens:
             if not token:
@@ -93,11 +118,41 @@ class Snapshotter:
                 changed.append(token.split(b" ", 10)[10])
             elif kind == b"?":
                 path = token[2:]
-                if self._too_large(path):
+                if path.endswith(b"/") and not self._is_repository(path):
+                    name = os.fsdecode(path.rstrip(b"/").rsplit(b"/", 1)[-1])
+                    if name in self.settings.skip_dirs:
+                        skipped.append(os.fsdecode(path))
+                    else:
+                        new_dirs.append(path)
+                elif self._too_large(path):
                     skipped.append(os.fsdecode(path))
                 else:
                     changed.append(path)
-        return changed, skipped
+        return changed, skipped, new_dirs
+
+    def _is_repository(self, path: bytes) -> bool:
+        # git shows a nested repository as one untracked entry even with -uall; keep the
+        # core's handling of it (update-index records it) instead of walking into it.
+        return os.path.exists(os.path.join(os.fsencode(self.ws.root), path, b".git"))
+
+    def _nested_skip_dirs(self, new_dirs: list[bytes], files: list[bytes]) -> list[str]:
+        """Dependency dirs the narrow call excluded: probe each listed file's parents."""
+        names = self.settings.skip_dirs
+        parents = set(new_dirs)
+        for path in files:
+            parent = path.rsplit(b"/", 1)[0] + b"/" if b"/" in path else b""
+            while parent and parent not in parents:
+                parents.add(parent)
+                parent = parent[:-1].rsplit(b"/", 1)[0] + b"/" if b"/" in parent[:-1] else b""
+        root = os.fsencode(self.ws.root)
+        found = [p + os.fsencode(n) + b"/" for p in sorted(parents) for n in names
+                 if os.path.isdir(os.path.join(root, p, os.fsencode(n)))]
+        if not found:
+            return []
+        proc = run_git(["check-ignore", "-z", "--stdin"], git_dir=self.ws.git_dir,
+                       work_tree=self.ws.root, stdin=b"\0".join(found) + b"\0", check=False)
+        ignored = set(proc.stdout.split(b"\0"))
+        return [os.fsdecode(p) for p in found if p not in ignored]
 
     def _too_large(self, path: bytes) -> bool:
         try:
@@ -108,6 +163,7 @@ class Snapshotter:
 
     def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
+        started = time.perf_counter()
         skipped: list[str] = []
         if changed is None:
             changed, skipped = self.scan()
@@ -118,8 +174,31 @@ class Snapshotter:
                       stdin=b"\0".join(changed) + b"\0")
         faults.point("snapshot.after_update_index")
         tree = self._git(["write-tree"]).decode().strip()
+        self._keep_private(self.store.stat_index)
         return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
-                          skipped=tuple(skipped))
+                          skipped=tuple(skipped),
+                          duration_ms=(time.perf_counter() - started) * 1000,
+                          bytes_hashed=self._sizes(changed))
+
+    def _sizes(self, paths: list[bytes]) -> int:
+        root = os.fsencode(self.ws.root)
+        total = 0
+        for path in paths:
+            try:
+                total += os.lstat(os.path.join(root, path)).st_size
+            except OSError:
+                continue
+        return total
+
+    @staticmethod
+    def _keep_private(path: Path) -> None:
+        # git rewrites its index through a lock file created with the umask's mode (0644);
+        # the stat cache lists the user's paths, so it stays 0600 like every store file.
+        try:
+            if stat.S_IMODE(os.stat(path).st_mode) != durable.FILE_MODE:
+                os.chmod(path, durable.FILE_MODE)
+        except FileNotFoundError:
+            pass
 
     def session_head(self, session_id: str) -> pygit2.Commit | None:
         ref = self.repo.references.get(SESSION_REF + session_id)
@@ -203,6 +282,16 @@ class Snapshotter:
         if not isinstance(obj, pygit2.Blob):
             raise KeyError(oid)
         return bytes(obj.data)
+
+
+def _glob_escape(text: str | bytes) -> str:
+    raw = os.fsdecode(text)
+    return "".join("\\" + c if c in "*?[]\\" else c for c in raw)
+
+
+def in_skipped_dir(rel: str, names: tuple[str, ...]) -> bool:
+    """Whether a path lies under a dependency/build dir name (for callers that skip the scan)."""
+    return any(part in names for part in rel.split("/")[:-1])
 
 
 def workspace_path(store: Store, rel: str) -> Path:

@@ -5,24 +5,32 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitguard import clock, durable
 from gitguard.errors import StoreError
 from gitguard.workspace import Workspace, ensure_object_store
 
+if TYPE_CHECKING:
+    from gitguard.privacy import Privacy
+    from gitguard.settings import Settings
+
 STORE_SCHEMA = 1
 
 
 class Store:
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, settings: Settings | None = None) -> None:
         self.ws = ws
+        self.settings = settings
         self.root = ws.store_dir
         self.ledger_path = self.root / "ledger.jsonl"
         self.trace_path = self.root / "trace.jsonl"
         self.sessions_path = self.root / "sessions.jsonl"
         self.checkpoints_dir = self.root / "checkpoints"
         self.index_path = self.checkpoints_dir / "index.jsonl"
+        self.pruned_path = self.checkpoints_dir / "pruned.jsonl"
         self.artifacts_dir = self.root / "artifacts"
         self.conflicts_path = self.root / "conflicts.json"
         self.stat_index = self.root / "stat.index"
@@ -31,7 +39,8 @@ class Store:
 
     @property
     def journals(self) -> tuple[Path, ...]:
-        return (self.ledger_path, self.trace_path, self.sessions_path, self.index_path)
+        return (self.ledger_path, self.trace_path, self.sessions_path, self.index_path,
+                self.pruned_path)
 
     def exists(self) -> bool:
         return self.meta_path.exists()
@@ -44,6 +53,9 @@ class Store:
             for directory in (self.root, self.checkpoints_dir, self.artifacts_dir):
                 durable.ensure_dir(directory)
             ensure_object_store(self.ws)
+            if not self.ws.is_git:
+                # the private object store holds the workspace's content: owner only
+                os.chmod(self.ws.git_dir, durable.DIR_MODE)
             meta = {"schemaVersion": STORE_SCHEMA, "createdAt": clock.stamp(),
                     "workspace": str(self.ws.root), "git": self.ws.is_git}
             durable.atomic_write(self.meta_path, durable.canonical_json(meta) + b"\n")
@@ -70,10 +82,42 @@ class Store:
                 durable.repair_torn_tail(journal)
             yield
 
+    def size_bytes(self) -> int:
+        """Bytes of every file in the store (objects.git included outside git)."""
+        total = 0
+        for directory, _dirs, files in os.walk(self.root):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(directory, name)).st_size
+                except OSError:
+                    continue
+        return total
+
     def artifact(self, name: str) -> Path:
         return self.artifacts_dir / name
 
+    @cached_property
+    def privacy(self) -> Privacy:
+        """Redaction and encryption at rest (see gitguard.privacy)."""
+        from gitguard.privacy import Privacy
+
+        return Privacy(self, self.settings)
+
     def write_artifact(self, name: str, data: bytes) -> str:
+        """Sealed when encryption is on; redaction is the caller's choice (never patches)."""
         durable.ensure_dir(self.artifacts_dir)
-        durable.atomic_write(self.artifacts_dir / name, data)
+        durable.atomic_write(self.artifacts_dir / name, self.privacy.seal(data, f"artifact:{name}"))
         return f"artifacts/{name}"
+
+    def read_artifact(self, ref: str) -> bytes:
+        """The plaintext of `artifacts/NAME` (opened with the key when it was sealed)."""
+        name = ref.removeprefix("artifacts/")
+        if not name or "/" in name or name.startswith("."):
+            raise StoreError(f"{ref!r} is not an artifact of this store", "run `gitguard verify`")
+        try:
+            data = (self.artifacts_dir / name).read_bytes()
+        except FileNotFoundError:
+            raise StoreError(f"the artifact {ref} is missing",
+                             "run `gitguard verify`; `gitguard gc` never removes one in use"
+                             ) from None
+        return self.privacy.open(data, f"artifact:{name}")

@@ -7,14 +7,17 @@ behind (an incomplete checkpoint file, a torn tail the next write repairs).
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from gitguard import checkpoints, durable, ledger
 from gitguard.errors import CorruptRecord, IllegalTransition
-from gitguard.models import LedgerEvent
+from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
 from gitguard.snapshot import SESSION_REF, Snapshotter
 from gitguard.store import Store
@@ -53,6 +56,7 @@ def report(store: Store, snap: Snapshotter) -> Report:
     last_seq = _check_ledger(store, journals.get(store.ledger_path.name), index, found)
     _check_checkpoints(store, snap, index, last_seq, found)
     _check_refs(snap, index, found)
+    found.problems += _unheld_messages(store, snap.repo, index.rows)
     return found
 
 
@@ -63,6 +67,7 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
     if records is None:
         return 0
     ids = {row.checkpoint_id for row in index.rows}
+    pruned = checkpoints.pruned_ids(store)
     last_seq = 0
     current: dict[str, Any] = {}
     for record in records:
@@ -83,7 +88,8 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
             found.problems.append(f"ledger seq {event.seq}: {exc.message}")
         current[entry.call_id] = entry
         for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
-            if checkpoint_id is not None and checkpoint_id not in ids:
+            if checkpoint_id is not None and checkpoint_id not in ids \
+                    and checkpoint_id not in pruned:
                 found.problems.append(f"{entry.call_id} names checkpoint {checkpoint_id}, "
                                       "which is not in the index")
     for entry in current.values():
@@ -103,7 +109,7 @@ def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index
             found.problems.append(f"checkpoint {row.checkpoint_id} is indexed twice")
         seen.add(row.checkpoint_id)
         try:
-            checkpoint = checkpoints.load(store, row)
+            checkpoint = checkpoints.load(store, row, open_state=False)
         except CorruptRecord as exc:
             found.problems.append(exc.message)
             continue
@@ -142,11 +148,18 @@ def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> N
             target = repo.references[name].target
             if not isinstance(repo.get(target), pygit2.Commit):
                 found.problems.append(f"{name} does not point at a commit")
+    # An interrupted `gitguard gc` holds rewritten chains under refs/gitguard/gc/ until it
+    # moves the session refs: those commits are just as safe from `git gc`.
+    held_by_gc: set[str] = set()
+    for name in repo.references:
+        if name.startswith("refs/gitguard/gc/sessions/"):
+            held_by_gc |= _chain(repo, name)
     reachable: dict[str, set[str]] = {}
     for row in index.rows:
         chain = reachable.get(row.session_id)
         if chain is None:
-            chain = reachable[row.session_id] = _chain(repo, SESSION_REF + row.session_id)
+            chain = _chain(repo, SESSION_REF + row.session_id)
+            reachable[row.session_id] = chain = chain | held_by_gc if chain else chain
         if not chain:
             found.problems.append(f"session {row.session_id} has checkpoints but no snapshot ref")
             reachable[row.session_id] = {""}   # report the missing ref once
@@ -161,3 +174,64 @@ def _chain(repo: pygit2.Repository, ref_name: str) -> set[str]:
     if ref is None or not isinstance(repo.get(ref.target), pygit2.Commit):
         return set()
     return {str(commit.id) for commit in repo.walk(ref.target)}
+
+
+def _unheld_messages(store: Store, repo: pygit2.Repository,
+                     rows: list[CheckpointIndexRow]) -> list[str]:
+    """Message blobs that no messages ref holds: `git gc` would delete them."""
+    held: set[str] = set()
+    for name in repo.references:
+        if name.startswith(checkpoints.MESSAGES_REF):
+            for commit in repo.walk(repo.references[name].target, pygit2.enums.SortMode.NONE):
+                held |= held_blobs(repo, commit)
+    found = []
+    for row in rows:
+        try:
+            checkpoint = checkpoints.load(store, row, open_state=False)
+        except CorruptRecord:
+            continue
+        missing = [m for m in checkpoint.message_refs if m not in held]
+        if missing:
+            found.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message blob(s) "
+                         "held by no gitguard ref")
+    return found
+
+
+def held_blobs(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
+    """The blob ids a message-holder commit keeps (a two-level fan-out tree)."""
+    held: set[str] = set()
+    for prefix in commit.tree:
+        sub = repo.get(prefix.id)
+        if isinstance(sub, pygit2.Tree):
+            held.update(f"{prefix.name}{leaf.name}" for leaf in sub)
+    return held
+
+
+def permission_problems(store: Store) -> list[str]:
+    """Store files must be 0600 and directories 0700, owned by the user running gitguard.
+
+    A private object store (outside git) is checked at its top directory: git decides
+    the modes inside it, and a 0700 directory already keeps everyone else out.
+    """
+    if not store.root.exists():
+        return []
+    found = []
+    uid = os.getuid()
+    for directory, dirs, files in os.walk(store.root):
+        here = Path(directory)
+        if here == store.ws.git_dir and not store.ws.is_git:
+            dirs[:], files = [], []
+        for path, expected in [(here, durable.DIR_MODE), *((here / f, durable.FILE_MODE)
+                                                         for f in files)]:
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue  # removed while we looked
+            mode = stat.S_IMODE(info.st_mode)
+            ok = (mode & 0o077 == 0) if stat.S_ISSOCK(info.st_mode) else mode == expected
+            if not ok:
+                found.append(f"{path} is {mode:04o}, should be {expected:04o} "
+                             f"(fix: chmod {expected:o} {path})")
+            if info.st_uid != uid:
+                found.append(f"{path} belongs to uid {info.st_uid}, not to you ({uid})")
+    return found

@@ -30,7 +30,10 @@ def status(ctx: Ctx, as_json: bool) -> None:
         for d in found.dirty:
             click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
         for path in found.skipped:
-            click.echo(f"  skipped (over the size cap): {path}")
+            why = "dependency or build directory" if path.endswith("/") else "over the size cap"
+            click.echo(f"  skipped ({why}): {path}")
+        if found.store_bytes:
+            click.echo(f"store {found.store_bytes / 1e6:.2f} MB (files in {ctx.guard.store.root})")
 
     emit(found.to_json(), as_json, human)
 
@@ -76,7 +79,7 @@ def verify(ctx: Ctx, as_json: bool) -> None:
     """
     guard = ctx.guard
     checked = verify_mod.report(guard.store, guard.snap)
-    found = checked.problems
+    found = checked.problems + verify_mod.permission_problems(guard.store)
 
     def human() -> None:
         for line in found:
