@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ from gitguard.snapshot import Snapshotter
 from gitguard.store import Store
 
 INCOMPLETE_DIR = "incomplete"
-_ROW = re.compile(r"\.row-(\d+)\.")
 INCOMPLETE_REASON = "is incomplete: it has no index row (a crash came between file and index)"
 
 
@@ -107,17 +105,16 @@ def incomplete_files(store: Store, index: checkpoints.Index) -> list[Path]:
 
 
 def move_incomplete_aside(store: Store, index: checkpoints.Index) -> list[Path]:
-    """Under the lock. The next checkpoint would reuse the id and overwrite the evidence.
-    The new name records how many index rows preceded the crash (`.row-N`)."""
+    """Under the lock. The next checkpoint would reuse the id and overwrite the evidence."""
     moved: list[Path] = []
     aside = store.checkpoints_dir / INCOMPLETE_DIR
     for path in incomplete_files(store, index):
         durable.ensure_dir(aside)
-        target = aside / f"{path.stem}.row-{len(index.rows)}.json"
+        target = aside / path.name
         number = 0
         while target.exists():
             number += 1
-            target = aside / f"{path.stem}.row-{len(index.rows)}.{number}.json"
+            target = aside / f"{path.stem}.{number}.json"
         os.replace(path, target)
         durable.fsync_dir(aside)
         moved.append(target)
@@ -126,35 +123,32 @@ def move_incomplete_aside(store: Store, index: checkpoints.Index) -> list[Path]:
     return moved
 
 
-def _claims(path: Path) -> tuple[str | None, str | None]:
-    """(checkpointId, sessionId) an unverified file says it has, where readable."""
+def _claims(path: Path) -> tuple[str | None, str | None, str | None]:
+    """(checkpointId, sessionId, createdAt) an unverified file says it has, where readable."""
     try:
         value = json.loads(path.read_bytes())
     except (OSError, ValueError):
-        return None, None
+        return None, None, None
     if not isinstance(value, dict):
-        return None, None
-    cid, sid = value.get("checkpointId"), value.get("sessionId")
-    return cid if isinstance(cid, str) else None, sid if isinstance(sid, str) else None
+        return None, None, None
+    found = [value.get(key) for key in ("checkpointId", "sessionId", "createdAt")]
+    cid, sid, created = (v if isinstance(v, str) else None for v in found)
+    return cid, sid, created
 
 
 def with_incomplete(store: Store, index: checkpoints.Index, choice: Choice, session_id: str
                     ) -> Choice:
-    """Add the unindexed checkpoint files this session's crashes left after the chosen
-    checkpoint; one a complete checkpoint came after no longer matters."""
+    """Add the unindexed checkpoint files this session's crashes left since the chosen
+    checkpoint was written; one a complete checkpoint came after no longer matters."""
     aside = store.checkpoints_dir / INCOMPLETE_DIR
-    located = [(p, len(index.rows)) for p in incomplete_files(store, index)]
-    if aside.is_dir():
-        for path in sorted(aside.glob("*.json")):
-            row = _ROW.search(path.name)
-            located.append((path, int(row.group(1)) if row else len(index.rows)))
-    chosen = choice.checkpoint
-    position = next((i for i, r in enumerate(index.rows)
-                     if chosen and r.checkpoint_id == chosen.checkpoint_id), -1)
+    paths = incomplete_files(store, index) + (sorted(aside.glob("*.json")) if aside.is_dir()
+                                              else [])
+    since = choice.checkpoint.created_at if choice.checkpoint else ""
     found = []
-    for path, rows_before in located:
-        cid, sid = _claims(path)
-        if sid in (session_id, None) and rows_before > position:
+    for path in paths:
+        cid, sid, created = _claims(path)
+        # Stamps are UTC ISO-8601 with milliseconds: string order is time order.
+        if sid in (session_id, None) and (created is None or created >= since):
             found.append(Skipped(cid, INCOMPLETE_REASON,
                                  path.relative_to(store.root).as_posix()))
     return dataclasses.replace(choice, incomplete=tuple(found))
@@ -277,9 +271,11 @@ def check_workspace(snap: Snapshotter, state: LedgerState, index: checkpoints.In
     here = position.get(checkpoint.checkpoint_id, len(index.rows))
     entries = [state.entries[c] for c in state.order if state.entries[c].session_id == session_id]
     writes = _last_writes(entries)
-    # A call still open when the checkpoint was taken may have written anything since.
+    # A call still open when the checkpoint was taken may have written anything since. A
+    # window closed by a checkpoint `gitguard gc` has pruned closed long before this one.
     in_flight = [e.call_id for e in entries if e.status in ("started", "uncertain")
-                 and position.get(e.post_checkpoint_id or "", len(index.rows)) >= here]
+                 and (e.post_checkpoint_id is None
+                      or position.get(e.post_checkpoint_id, -1) >= here)]
     suspect = in_flight[-1] if in_flight else None
     base = snap.tree_of(checkpoint.snapshot_commit)
     changed: list[ChangedPath] = []

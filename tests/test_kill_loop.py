@@ -132,7 +132,7 @@ def check_trial(line: dict[str, Any]) -> list[str]:
         problems.append("a second resume answered differently")
     for entry in entries.values():
         if not verdict(entry).replayable and entry.input_ref:
-            tool_input = json.loads((guard.store.root / entry.input_ref).read_bytes())
+            tool_input = json.loads(guard.store.read_artifact(entry.input_ref))
             try:
                 replayed = guard.begin_call(entry.tool_name, tool_input,
                                             session_id=entry.session_id)
