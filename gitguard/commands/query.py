@@ -7,6 +7,7 @@ import click
 from gitguard import verify as verify_mod
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
+from gitguard.integrations import baselines
 
 
 @click.command()
@@ -18,6 +19,9 @@ def status(ctx: Ctx, as_json: bool) -> None:
     Example: gitguard status --json
     """
     found = ctx.guard.status()
+    value = found.to_json()
+    # What the git hooks recorded: the user's checkouts/merges and the agent patches committed.
+    value["git"] = baselines.summary(ctx.guard.store) if found.git else None
 
     def human() -> None:
         plain = "" if found.git else " (not a git repository)"
@@ -31,8 +35,12 @@ def status(ctx: Ctx, as_json: bool) -> None:
             click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
         for path in found.skipped:
             click.echo(f"  skipped (over the size cap): {path}")
+        for move in (value["git"] or {}).get("moves", []):
+            click.echo(f"  git {baselines.describe_move(move)}")
+        for commit in (value["git"] or {}).get("commits", []):
+            click.echo("\n".join("  " + line for line in baselines.describe_commit(commit)))
 
-    emit(found.to_json(), as_json, human)
+    emit(value, as_json, human)
 
 
 @click.command()
