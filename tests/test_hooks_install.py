@@ -1,4 +1,4 @@
-"""`gitguard hooks install|uninstall|status` in repositories that already have hooks of their own."""
+"""`gitguard hooks install|uninstall|status` in repositories that have hooks of their own."""
 
 from __future__ import annotations
 

@@ -35,9 +35,9 @@ def status(ctx: Ctx, as_json: bool) -> None:
             click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
         for path in found.skipped:
             click.echo(f"  skipped (over the size cap): {path}")
-        for move in (value["git"] or {}).get("moves", []):
+        for move in (value["git"] or {}).get("moves", [])[-5:]:
             click.echo(f"  git {baselines.describe_move(move)}")
-        for commit in (value["git"] or {}).get("commits", []):
+        for commit in (value["git"] or {}).get("commits", [])[-5:]:
             click.echo("\n".join("  " + line for line in baselines.describe_commit(commit)))
 
     emit(value, as_json, human)

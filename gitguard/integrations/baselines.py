@@ -83,7 +83,7 @@ def read(store: Store) -> list[GitMove | CommitRecord]:
     return found
 
 
-def summary(store: Store, limit: int = 5) -> dict[str, Any]:
+def summary(store: Store, limit: int = 20) -> dict[str, Any]:
     """The newest moves and commits, for `gitguard status`."""
     records = read(store) if store.exists() else []
     moves = [r.to_json() for r in records if isinstance(r, GitMove)][-limit:]

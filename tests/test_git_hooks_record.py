@@ -1,0 +1,123 @@
+"""What the installed git hooks record: the user's baseline moves, and agent patches per commit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import gg, git
+from hookutil import run_git, with_branch_and_remote
+
+
+def git_status(repo: Path) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(gg(repo, "status", "--json").stdout)["git"]
+    return found
+
+
+def sha(repo: Path, rev: str) -> str:
+    return git(repo, "rev-parse", rev).strip()
+
+
+def test_checkout_is_the_users_git_operation(repo: Path) -> None:
+    with_branch_and_remote(repo)
+    gg(repo, "hooks", "install")
+    gg(repo, "session", "start", "--id", "s1")
+    gg(repo, "call", "begin", "--tool", "Edit", "--input", '{"file_path": "src/app.py"}',
+       "--writes", "src/app.py")
+    (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
+    gg(repo, "call", "end", "call_1", "--status", "succeeded")
+    main, other = sha(repo, "main"), sha(repo, "other")
+
+    checkout = run_git(repo, "checkout", "-q", "other")
+    assert checkout.returncode == 0, checkout.stderr
+    status = json.loads(gg(repo, "status", "--json").stdout)
+    move = status["git"]["moves"][-1]
+    assert (move["hook"], move["kind"], move["oldHead"], move["newHead"], move["branch"]) == \
+        ("post-checkout", "checkout", main, other, "other")
+    assert (move["owner"], move["confidence"]) == ("user", "exact")
+    assert sorted(move["paths"]) == ["README.md", "b.txt"]
+    # The agent's edit came along and is still the agent's; the branch's files are git's.
+    assert {d["path"]: d["owner"] for d in status["dirty"]} == {"src/app.py": "call_1"}
+    rows = json.loads(gg(repo, "checkpoints", "--json").stdout)
+    mine = [r for r in rows if r["checkpointId"] == move["checkpointId"]]
+    assert mine and (mine[0]["sessionId"], mine[0]["stepId"], mine[0]["kind"]) == \
+        ("git-user", "git:post-checkout", "manual")
+    human = gg(repo, "status").stdout
+    assert f"git post-checkout: checkout {main[:10]} -> {other[:10]} on other" in human
+
+
+def test_git_run_by_an_agent_call_belongs_to_the_call(repo: Path) -> None:
+    with_branch_and_remote(repo)
+    gg(repo, "hooks", "install")
+    gg(repo, "session", "start", "--id", "s1")
+
+    ran = gg(repo, "run", "--", "git", "checkout", "-q", "other")
+    assert ran.returncode == 0
+    call = json.loads(gg(repo, "ledger", "--json").stdout)[-1]
+    move = git_status(repo)["moves"][-1]
+    assert (move["owner"], move["confidence"]) == (call["callId"], "exact")
+
+    # Claude Code's Bash tool marks its commands with CLAUDECODE=1.
+    begun = json.loads(gg(repo, "call", "begin", "--tool", "Bash", "--input",
+                          '{"command": "git checkout main"}', "--json").stdout)
+    assert run_git(repo, "checkout", "-q", "main", env={"CLAUDECODE": "1"}).returncode == 0
+    move = git_status(repo)["moves"][-1]
+    assert (move["owner"], move["confidence"]) == (begun["callId"], "window")
+    # Without a marker, git ran in the user's shell while the call was open.
+    assert run_git(repo, "checkout", "-q", "other").returncode == 0
+    move = git_status(repo)["moves"][-1]
+    assert (move["owner"], move["confidence"]) == ("user", "ambiguous")
+    gg(repo, "call", "end", begun["callId"], "--status", "succeeded")
+
+
+def test_commit_records_which_agent_patches_it_holds(repo: Path) -> None:
+    gg(repo, "hooks", "install")
+    gg(repo, "call", "begin", "--tool", "Write", "--input", '{"file_path": "src/new.py"}',
+       "--writes", "src/new.py")
+    (repo / "src" / "new.py").write_text("print('agent')\n")
+    gg(repo, "call", "end", "call_1", "--status", "succeeded")
+    (repo / "notes.txt").write_text("mine\n")
+    before = sha(repo, "HEAD")
+    git(repo, "add", "src/new.py", "notes.txt")
+    assert run_git(repo, "commit", "-qm", "agent and user work").returncode == 0
+    head = sha(repo, "HEAD")
+
+    found = git_status(repo)
+    commit = found["commits"][-1]
+    assert (commit["commit"], commit["parent"], commit["branch"]) == (head, before, "main")
+    assert [(p["path"], p["callId"]) for p in commit["agentPatches"]] == [("src/new.py", "call_1")]
+    assert commit["userPaths"] == ["notes.txt"]
+    move = found["moves"][-1]
+    assert (move["kind"], move["oldHead"], move["newHead"], move["owner"]) == \
+        ("commit", before, head, "user")
+    human = gg(repo, "status").stdout
+    assert "    src/new.py <- call_1" in human and "    notes.txt <- user" in human
+
+    assert run_git(repo, "commit", "-q", "--amend", "-m", "reworded").returncode == 0
+    amend = [m for m in git_status(repo)["moves"] if m["kind"] == "amend"]
+    assert [(m["oldHead"], m["newHead"]) for m in amend] == [(head, sha(repo, "HEAD"))]
+
+
+def test_merge_and_rebase_are_recorded_once_each(repo: Path) -> None:
+    with_branch_and_remote(repo)
+    gg(repo, "hooks", "install")
+    main, other = sha(repo, "main"), sha(repo, "other")
+    assert run_git(repo, "merge", "-q", "--ff-only", "other").returncode == 0
+    merge = git_status(repo)["moves"][-1]
+    assert (merge["hook"], merge["oldHead"], merge["newHead"]) == ("post-merge", main, other)
+    assert sorted(merge["paths"]) == ["README.md", "b.txt"]
+
+    git(repo, "reset", "-q", "--hard", main)
+    for name in ("c.txt", "d.txt"):
+        (repo / name).write_text(name)
+        git(repo, "add", name)
+        git(repo, "commit", "-qm", name)
+    tip = sha(repo, "HEAD")
+    recorded = len(git_status(repo)["moves"])
+    rebase = run_git(repo, "rebase", "-q", "other")
+    assert rebase.returncode == 0, rebase.stderr
+    moves = git_status(repo)["moves"]
+    # Each pick's checkout and commit are skipped; post-rewrite records the whole rebase.
+    assert [m["kind"] for m in moves[recorded:]] == ["rebase"]
+    assert (moves[-1]["oldHead"], moves[-1]["newHead"]) == (tip, sha(repo, "HEAD"))
