@@ -10,9 +10,10 @@ from gitguard.commands.demo import demo
 from gitguard.commands.hooks import hook, hooks
 from gitguard.commands.integrate import integrate
 from gitguard.commands.query import diff, ledger, status, verify
+from gitguard.commands.run import run
 from gitguard.commands.session import init, session
 
 COMMANDS: list[click.Command] = [
     init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
-    hooks, hook, integrate,
+    hooks, hook, integrate, run,
 ]
