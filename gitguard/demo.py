@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo_hooks import chapter_hooks
 
 Echo = Callable[[str], None]
 
@@ -106,6 +107,7 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
 
 
 CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core]
+CHAPTERS.append(chapter_hooks)
 
 
 def run(echo: Echo, keep: bool = False) -> None:
