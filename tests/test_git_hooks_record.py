@@ -11,7 +11,7 @@ from hookutil import run_git, with_branch_and_remote
 
 
 def git_status(repo: Path) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(gg(repo, "status", "--json").stdout)["git"]
+    found: dict[str, Any] = json.loads(gg(repo, "status", "--json").stdout)["gitEvents"]
     return found
 
 
@@ -32,7 +32,7 @@ def test_checkout_is_the_users_git_operation(repo: Path) -> None:
     checkout = run_git(repo, "checkout", "-q", "other")
     assert checkout.returncode == 0, checkout.stderr
     status = json.loads(gg(repo, "status", "--json").stdout)
-    move = status["git"]["moves"][-1]
+    move = status["gitEvents"]["moves"][-1]
     assert (move["hook"], move["kind"], move["oldHead"], move["newHead"], move["branch"]) == \
         ("post-checkout", "checkout", main, other, "other")
     assert (move["owner"], move["confidence"]) == ("user", "exact")

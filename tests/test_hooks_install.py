@@ -137,7 +137,7 @@ sh -e "$s" "$@"
     assert checkout.returncode == 0, checkout.stderr
     assert log.read_text() == "husky post-checkout 1\n"
     status = json.loads(gg(repo, "status", "--json").stdout)
-    assert status["git"]["moves"][-1]["hook"] == "post-checkout"
+    assert status["gitEvents"]["moves"][-1]["hook"] == "post-checkout"
     assert git(repo, "status", "--porcelain") == ""  # nothing of gitguard's shows
 
     gg(repo, "hooks", "uninstall")

@@ -21,7 +21,7 @@ def status(ctx: Ctx, as_json: bool) -> None:
     found = ctx.guard.status()
     value = found.to_json()
     # What the git hooks recorded: the user's checkouts/merges and the agent patches committed.
-    value["git"] = baselines.summary(ctx.guard.store) if found.git else None
+    value["gitEvents"] = baselines.summary(ctx.guard.store) if found.git else None
 
     def human() -> None:
         plain = "" if found.git else " (not a git repository)"
@@ -35,9 +35,9 @@ def status(ctx: Ctx, as_json: bool) -> None:
             click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
         for path in found.skipped:
             click.echo(f"  skipped (over the size cap): {path}")
-        for move in (value["git"] or {}).get("moves", [])[-5:]:
+        for move in (value["gitEvents"] or {}).get("moves", [])[-5:]:
             click.echo(f"  git {baselines.describe_move(move)}")
-        for commit in (value["git"] or {}).get("commits", [])[-5:]:
+        for commit in (value["gitEvents"] or {}).get("commits", [])[-5:]:
             click.echo("\n".join("  " + line for line in baselines.describe_commit(commit)))
 
     emit(value, as_json, human)
