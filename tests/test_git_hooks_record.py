@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from conftest import gg, git
+from gitguard.api import Guard
+from gitguard.integrations import baselines
 from hookutil import run_git, with_branch_and_remote
 
 
 def git_status(repo: Path) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(gg(repo, "status", "--json").stdout)["gitEvents"]
-    return found
+    """What `status --json` shows under gitEvents, read in-process (the hooks ran as git's)."""
+    return baselines.summary(Guard.open(repo).store)
 
 
 def sha(repo: Path, rev: str) -> str:
@@ -22,11 +24,8 @@ def sha(repo: Path, rev: str) -> str:
 def test_checkout_is_the_users_git_operation(repo: Path) -> None:
     with_branch_and_remote(repo)
     gg(repo, "hooks", "install")
-    gg(repo, "session", "start", "--id", "s1")
-    gg(repo, "call", "begin", "--tool", "Edit", "--input", '{"file_path": "src/app.py"}',
-       "--writes", "src/app.py")
-    (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
-    gg(repo, "call", "end", "call_1", "--status", "succeeded")
+    with Guard.open(repo).tool_call("Edit", {"file_path": "src/app.py"}, writes=["src/app.py"]):
+        (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
     main, other = sha(repo, "main"), sha(repo, "other")
 
     checkout = run_git(repo, "checkout", "-q", "other")
@@ -39,44 +38,42 @@ def test_checkout_is_the_users_git_operation(repo: Path) -> None:
     assert sorted(move["paths"]) == ["README.md", "b.txt"]
     # The agent's edit came along and is still the agent's; the branch's files are git's.
     assert {d["path"]: d["owner"] for d in status["dirty"]} == {"src/app.py": "call_1"}
-    rows = json.loads(gg(repo, "checkpoints", "--json").stdout)
-    mine = [r for r in rows if r["checkpointId"] == move["checkpointId"]]
-    assert mine and (mine[0]["sessionId"], mine[0]["stepId"], mine[0]["kind"]) == \
-        ("git-user", "git:post-checkout", "manual")
+    rows = [r for r in Guard.open(repo).checkpoints() if r.checkpoint_id == move["checkpointId"]]
+    assert [(r.session_id, r.step_id, r.kind) for r in rows] == \
+        [("git-user", "git:post-checkout", "manual")]
+    assert run_git(repo, "commit", "-qam", "agent edit").returncode == 0
     human = gg(repo, "status").stdout
     assert f"git post-checkout: checkout {main[:10]} -> {other[:10]} on other" in human
+    assert "    src/app.py <- call_1" in human
 
 
 def test_git_run_by_an_agent_call_belongs_to_the_call(repo: Path) -> None:
     with_branch_and_remote(repo)
     gg(repo, "hooks", "install")
-    gg(repo, "session", "start", "--id", "s1")
+    guard = Guard.open(repo)
 
     ran = gg(repo, "run", "--", "git", "checkout", "-q", "other")
     assert ran.returncode == 0
-    call = json.loads(gg(repo, "ledger", "--json").stdout)[-1]
+    call = guard.ledger()[-1]
     move = git_status(repo)["moves"][-1]
-    assert (move["owner"], move["confidence"]) == (call["callId"], "exact")
+    assert (move["owner"], move["confidence"]) == (call.call_id, "exact")
 
     # Claude Code's Bash tool marks its commands with CLAUDECODE=1.
-    begun = json.loads(gg(repo, "call", "begin", "--tool", "Bash", "--input",
-                          '{"command": "git checkout main"}', "--json").stdout)
+    begun = guard.begin_call("Bash", {"command": "git checkout main"})
     assert run_git(repo, "checkout", "-q", "main", env={"CLAUDECODE": "1"}).returncode == 0
     move = git_status(repo)["moves"][-1]
-    assert (move["owner"], move["confidence"]) == (begun["callId"], "window")
+    assert (move["owner"], move["confidence"]) == (begun.call_id, "window")
     # Without a marker, git ran in the user's shell while the call was open.
     assert run_git(repo, "checkout", "-q", "other").returncode == 0
     move = git_status(repo)["moves"][-1]
     assert (move["owner"], move["confidence"]) == ("user", "ambiguous")
-    gg(repo, "call", "end", begun["callId"], "--status", "succeeded")
+    guard.end_call(begun.call_id, "succeeded")
 
 
 def test_commit_records_which_agent_patches_it_holds(repo: Path) -> None:
     gg(repo, "hooks", "install")
-    gg(repo, "call", "begin", "--tool", "Write", "--input", '{"file_path": "src/new.py"}',
-       "--writes", "src/new.py")
-    (repo / "src" / "new.py").write_text("print('agent')\n")
-    gg(repo, "call", "end", "call_1", "--status", "succeeded")
+    with Guard.open(repo).tool_call("Write", {"file_path": "src/new.py"}, writes=["src/new.py"]):
+        (repo / "src" / "new.py").write_text("print('agent')\n")
     (repo / "notes.txt").write_text("mine\n")
     before = sha(repo, "HEAD")
     git(repo, "add", "src/new.py", "notes.txt")
@@ -91,8 +88,6 @@ def test_commit_records_which_agent_patches_it_holds(repo: Path) -> None:
     move = found["moves"][-1]
     assert (move["kind"], move["oldHead"], move["newHead"], move["owner"]) == \
         ("commit", before, head, "user")
-    human = gg(repo, "status").stdout
-    assert "    src/new.py <- call_1" in human and "    notes.txt <- user" in human
 
     assert run_git(repo, "commit", "-q", "--amend", "-m", "reworded").returncode == 0
     amend = [m for m in git_status(repo)["moves"] if m["kind"] == "amend"]
