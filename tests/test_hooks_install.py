@@ -197,3 +197,28 @@ def test_missing_or_broken_gitguard_never_fails_git(repo: Path, tmp_path: Path) 
     assert mirror.returncode != 0 and "refusing to push refs/gitguard/*" in mirror.stderr
     assert "refs/gitguard/" not in git(repo, "ls-remote", "origin")
     subprocess.run(["git", "fsck", "--no-progress"], cwd=repo, check=True, capture_output=True)
+
+
+def test_a_tool_installed_after_gitguard_keeps_the_chain(repo: Path, tmp_path: Path) -> None:
+    """`pre-commit install` after gitguard moves gitguard's shim to pre-push.legacy and runs it
+    from there; gitguard's shim still finds the user's original hook by its own name."""
+    with_branch_and_remote(repo)
+    hooks_dir = repo / ".git" / "hooks"
+    original = '#!/bin/sh\necho "original pre-push $1" >> "$HOOK_LOG"\n'
+    write_hook(hooks_dir / "pre-push", original)
+    gg(repo, "hooks", "install")
+    gg(repo, "checkpoint")  # hidden refs now exist
+    (hooks_dir / "pre-push").rename(hooks_dir / "pre-push.legacy")  # what pre-commit does
+    write_hook(hooks_dir / "pre-push", PRE_COMMIT_STYLE.replace(
+        'if [ -n "$PRE_COMMIT_RUNNING_LEGACY" ]', 'if false'))
+    log = tmp_path / "hook.log"
+
+    mirror = run_git(repo, "push", "--mirror", "origin", env={"HOOK_LOG": str(log)})
+    assert mirror.returncode != 0 and "refusing to push refs/gitguard/" in mirror.stderr
+    assert "original pre-push origin" in log.read_text()
+    status = json.loads(gg(repo, "hooks", "status", "--json").stdout)
+    pre_push = next(h for h in status["hooks"] if h["name"] == "pre-push")
+    assert pre_push["state"] == "installed-under-legacy"
+    gg(repo, "hooks", "uninstall")
+    assert (hooks_dir / "pre-push.legacy").read_text() == original  # pre-commit runs it again
+    assert not (hooks_dir / "pre-push.gitguard-legacy").exists()
