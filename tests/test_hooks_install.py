@@ -174,7 +174,8 @@ def test_missing_or_broken_gitguard_never_fails_git(repo: Path, tmp_path: Path) 
     gg(repo, "checkpoint")  # hidden refs now exist
     log = tmp_path / "hook.log"
     broken = tmp_path / "broken-python"
-    write_hook(broken, "#!/bin/sh\necho 'Traceback: gitguard exploded' >&2\nexit 3\n")
+    # What Python does when gitguard cannot even be imported: a traceback and exit 1.
+    write_hook(broken, "#!/bin/sh\necho 'ModuleNotFoundError: gitguard' >&2\nexit 1\n")
     for name in HOOK_NAMES:  # what a moved venv or a broken install looks like to the shim
         shim = hooks_dir / name
         text = shim.read_text()

@@ -93,7 +93,7 @@ def hook() -> None:
 def hook_git(ctx: Ctx, name: str, args: tuple[str, ...]) -> None:
     """Run gitguard's part of the git hook NAME (ARGS and stdin as git gave them).
 
-    Never fails a post-* hook; exits 1 when pre-push refuses a push of refs/gitguard/*.
+    Never fails a post-* hook; exits 4 when pre-push refuses a push of refs/gitguard/*.
     """
     from gitguard.integrations import git_hooks, hooklog
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitguard import attribution, checkpoints, clock, ledger, trace
+from gitguard.errors import EXIT_REFUSED
 from gitguard.integrations import baselines
 from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.models import Confidence, ToolLedgerEntry
@@ -32,12 +33,13 @@ if TYPE_CHECKING:
 
 HOOKS = ("post-checkout", "post-merge", "post-rewrite", "post-commit", "pre-push")
 HIDDEN_PREFIX = "refs/gitguard/"
-EXIT_REFUSED = 1
 
 
 def handle(guard: Guard, name: str, args: list[str], stdin: bytes,
            env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """Exit code and a message for stderr. Only pre-push ever returns non-zero.
+    """Exit code and a message for stderr. Only pre-push ever returns non-zero: 4 (refused).
+
+    4, not 1: the shim must tell a refusal from a Python that failed to start (exit 1).
 
     `env` is the hook process's environment (default: this process's); the daemon passes
     the forwarded one, because it tells whether an agent's command ran git.
