@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
+
+import pytest
 
 from conftest import gg, git
 from gitguard import durable
@@ -146,3 +150,30 @@ def test_codex_events_have_the_same_shape(repo: Path) -> None:
     note = hook_cc(repo, payload("codex/session_start_resume.json", repo))
     assert "Bash(call_Yh2kQ8vN1pZ4)" in note["hookSpecificOutput"]["additionalContext"]
     assert git(repo, "status", "--porcelain") == ""  # nothing written into the worktree
+
+
+def test_the_recovery_module_is_used_when_it_answers(repo: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resume engineer's gitguard.recovery gives the note; a failing one falls back."""
+    guard = Guard.open(repo)
+    claude_code.handle(guard, payload("claude_code/pre_tool_use_bash.json", repo))
+    asked: list[str | None] = []
+
+    def resume(guard: Guard, session_id: str | None = None) -> dict[str, str]:
+        asked.append(session_id)
+        return {"checkpointId": "ckpt_x", "recoveryNote": "System resumed from checkpoint."}
+
+    module = types.ModuleType("gitguard.recovery")
+    module.resume = resume  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gitguard.recovery", module)
+    event = payload("claude_code/session_start_resume.json", repo)
+    answer = claude_code.handle(guard, event)["hookSpecificOutput"]
+    assert answer["additionalContext"] == "System resumed from checkpoint." and asked == [SESSION]
+
+    def broken(guard: Guard) -> None:
+        raise RuntimeError("resume is not finished")
+
+    module.resume = broken  # type: ignore[attr-defined]
+    note = claude_code.handle(guard, event)["hookSpecificOutput"]["additionalContext"]
+    assert "Bash(toolu_01NpmPublish3Rt) started `npm publish`" in note
+    assert "resume is not finished" in (repo / ".git/gitguard/hook-errors.log").read_text()

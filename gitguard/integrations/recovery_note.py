@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, ledger
-from gitguard.errors import GitguardError
 from gitguard.integrations import hooklog
 from gitguard.models import ToolLedgerEntry
 
@@ -25,21 +24,24 @@ MAX_DETAILS = 20
 
 
 def recovery_note(guard: Guard, session_id: str | None) -> str:
-    """The note for `session_id`; empty when gitguard has nothing to say."""
+    """The note for `session_id`; empty when gitguard has nothing to say.
+
+    Whatever goes wrong in the full resume (no checkpoint yet, a bug), the agent still
+    gets the ledger's note: the failure is logged, not passed on.
+    """
     try:
         recovery = importlib.import_module("gitguard.recovery")
-    except ModuleNotFoundError as exc:
-        if exc.name != "gitguard.recovery":
-            raise
-        return ledger_note(guard, session_id)
-    resume = getattr(recovery, "resume", None)
-    if not callable(resume):
-        return ledger_note(guard, session_id)
-    try:
+        resume = getattr(recovery, "resume", None)
+        if not callable(resume):
+            return ledger_note(guard, session_id)
         accepted = inspect.signature(resume).parameters
         options = {"session_id": session_id} if "session_id" in accepted else {}
         note = _note_of(resume(guard, **options))
-    except GitguardError as exc:  # e.g. no checkpoint to resume from yet
+    except ModuleNotFoundError as exc:
+        if exc.name != "gitguard.recovery":
+            hooklog.log_failure(guard.store.root, "recovery.resume", exc)
+        note = None
+    except Exception as exc:  # the hook answers with the ledger's note instead
         hooklog.log_failure(guard.store.root, "recovery.resume", exc)
         note = None
     return note if note is not None else ledger_note(guard, session_id)
