@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, durable, ledger, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
+from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.workspace import safe_relpath
 
@@ -139,10 +140,14 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
     changes = g.snap.diff(pre_tree, post_tree)
+    # What a git command of the user's left while the call was open is the user's (git hooks).
+    users = baselines.left_by_user(g.store, g.snap, index, entry.pre_checkpoint_id)
+    changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]
     if not changes:
         return ()
+    paths = [c.path for c in changes] if users else None
     patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff",
-                                       g.snap.patch(pre_tree, post_tree))
+                                       g.snap.patch(pre_tree, post_tree, paths))
     created = clock.stamp()
     return tuple(
         FilePatchEntry(path=c.path, before_hash=c.old_oid, after_hash=c.new_oid,

@@ -116,3 +116,20 @@ def test_merge_and_rebase_are_recorded_once_each(repo: Path) -> None:
     # Each pick's checkout and commit are skipped; post-rewrite records the whole rebase.
     assert [m["kind"] for m in moves[recorded:]] == ["rebase"]
     assert (moves[-1]["oldHead"], moves[-1]["newHead"]) == (tip, sha(repo, "HEAD"))
+
+
+def test_a_checkout_during_an_open_call_is_not_the_calls(repo: Path) -> None:
+    """The user switches branch in their own shell while the agent's long command runs: the
+    files the checkout changed stay out of the call's patches (and out of its rollback)."""
+    with_branch_and_remote(repo)
+    gg(repo, "hooks", "install")
+    guard = Guard.open(repo)
+    call = guard.begin_call("Bash", {"command": "npm test > report.txt"})
+    assert run_git(repo, "checkout", "-q", "other").returncode == 0  # no agent marker
+    (repo / "report.txt").write_text("12 passed\n")  # what the call itself wrote
+    finished = guard.end_call(call.call_id, "succeeded")
+    assert [p.path for p in finished.file_patches] == ["report.txt"]
+    patch = guard.diff(call.call_id).decode()
+    assert "report.txt" in patch and "b.txt" not in patch and "README.md" not in patch
+    move = git_status(repo)["moves"][-1]
+    assert (move["owner"], sorted(move["paths"])) == ("user", ["README.md", "b.txt"])

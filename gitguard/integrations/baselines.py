@@ -17,11 +17,17 @@ the tool ledger:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import pygit2
 
 from gitguard import durable
 from gitguard.models import Confidence, Versioned
 from gitguard.store import Store
+
+if TYPE_CHECKING:
+    from gitguard.checkpoints import Index
+    from gitguard.snapshot import Snapshotter
 
 GIT_SESSION = "git-user"
 JOURNAL = "baselines.jsonl"
@@ -81,6 +87,34 @@ def read(store: Store) -> list[GitMove | CommitRecord]:
         else:
             found.append(GitMove.model_validate(raw))
     return found
+
+
+def left_by_user(store: Store, snap: Snapshotter, index: Index, since_checkpoint: str
+                 ) -> dict[str, str | None]:
+    """path -> the blob (None: deleted) a user's git move left there after `since_checkpoint`.
+
+    A call's pre-to-post diff must not claim these: a `git checkout` the user ran while the
+    call was open changed them, not the call.
+    """
+    position = {row.checkpoint_id: i for i, row in enumerate(index.rows)}
+    start = position.get(since_checkpoint)
+    if start is None or not journal(store).exists():
+        return {}
+    left: dict[str, str | None] = {}
+    for record in read(store):
+        if not (isinstance(record, GitMove) and record.owner == "user" and record.checkpoint_id
+                and position.get(record.checkpoint_id, -1) > start):
+            continue
+        if record.old_head and record.new_head and record.old_head != record.new_head:
+            moved = snap.diff(snap.tree_of(record.old_head), snap.tree_of(record.new_head))
+            left.update((c.path, c.new_oid) for c in moved)
+        elif record.snapshot_commit:  # files checked out without moving HEAD
+            tree = snap.repo.get(snap.tree_of(record.snapshot_commit))
+            if not isinstance(tree, pygit2.Tree):
+                continue
+            for path in record.paths:
+                left[path] = str(tree[path].id) if path in tree else None
+    return left
 
 
 def summary(store: Store, limit: int = 20) -> dict[str, Any]:
