@@ -28,6 +28,8 @@ def _show(report: Any, as_json: bool) -> None:
         if report.hooks_dir.notice:
             click.echo(f"Notice: {report.hooks_dir.notice}")
         click.echo(f"hooks directory {report.hooks_dir.path}")
+        if report.python:
+            click.echo(f"gitguard runs with {report.python}")
         for h in report.hooks:
             words = h.action or h.state
             kept = " (your hook kept, runs first)" if h.kept and not h.action else ""

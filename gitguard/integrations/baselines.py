@@ -139,4 +139,4 @@ def describe_commit(commit: dict[str, Any]) -> list[str]:
              f"{' on ' + commit['branch'] if commit.get('branch') else ''}:"]
     lines += [f"    {p['path']} <- {p['callId']}" for p in commit["agentPatches"]]
     lines += [f"    {p} <- user" for p in commit["userPaths"]]
-    return lines
+    return lines if len(lines) > 1 else [lines[0] + " no file changes"]
