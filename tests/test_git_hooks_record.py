@@ -133,3 +133,17 @@ def test_a_checkout_during_an_open_call_is_not_the_calls(repo: Path) -> None:
     assert "report.txt" in patch and "b.txt" not in patch and "README.md" not in patch
     move = git_status(repo)["moves"][-1]
     assert (move["owner"], sorted(move["paths"])) == ("user", ["README.md", "b.txt"])
+
+
+def test_a_file_checkout_during_an_open_call_takes_only_what_git_wrote(repo: Path) -> None:
+    gg(repo, "hooks", "install")
+    (repo / "README.md").write_text("# project\nmy draft\n")
+    guard = Guard.open(repo)
+    call = guard.begin_call("Bash", {"command": "./fix.sh"})
+    (repo / "src" / "app.py").write_text("def main():\n    return 3\n")  # the call's edit
+    assert run_git(repo, "checkout", "--", "README.md").returncode == 0  # user drops a draft
+    move = git_status(repo)["moves"][-1]
+    assert (move["kind"], move["paths"], move["owner"]) == \
+        ("checkout-files", ["README.md"], "user")
+    finished = guard.end_call(call.call_id, "succeeded")
+    assert [p.path for p in finished.file_patches] == ["src/app.py"]

@@ -133,10 +133,26 @@ def _owner(state: ledger.LedgerState, env: Mapping[str, str]) -> tuple[str, Conf
 
 
 def _changed_paths(guard: Guard, old: str | None, new: str | None) -> list[str]:
-    if old is None or new is None or old == new:
-        return []
     snap = guard.snap
-    return [c.path for c in snap.diff(snap.tree_of(old), snap.tree_of(new))]
+    return [c.path for c in snap.diff(snap.tree_of(old), snap.tree_of(new))] if old and new else []
+
+
+def _written_by_git(guard: Guard, base: str, tree: str) -> list[str]:
+    """With HEAD in place (`git checkout -- FILE`, a squash merge): the paths that changed
+    since the last snapshot and now hold what the index holds, i.e. what git wrote.
+
+    An agent's edit in the same window differs from the index, so it stays the agent's.
+    """
+    index_file = guard.ws.user_index
+    if index_file is None or not index_file.is_file():
+        return []
+    staged = pygit2.Index(str(index_file))  # read only: the user's index is never written
+    found = []
+    for change in guard.snap.diff(base, tree):
+        blob = str(staged[change.path].id) if change.path in staged else None
+        if blob == change.new_oid:
+            found.append(change.path)
+    return found
 
 
 def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
@@ -152,10 +168,9 @@ def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
             store, snap, index, session_id=baselines.GIT_SESSION, kind="manual", tree=tree,
             ledger_seq=state.last_seq, step_id=f"git:{name}")
         new, branch = checkpoint.head, checkpoint.branch
-        if kind == "checkout-files":
-            # HEAD stayed; the files git wrote are those that changed since the last snapshot.
+        if old is not None and old == new:
             base = snap.tree_of(previous.snapshot_commit) if previous else EMPTY_TREE
-            paths = [c.path for c in snap.diff(base, tree.tree)]
+            paths = _written_by_git(guard, base, tree.tree)
         else:
             paths = _changed_paths(guard, old, new)
         move = GitMove(at=clock.stamp(), hook=name, kind=kind, old_head=old, new_head=new,
