@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, durable, ledger, packing, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
+from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
 from gitguard.workspace import safe_relpath
@@ -169,9 +170,13 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
     changes = g.snap.diff(pre_tree, post_tree)
+    # What a git command of the user's left while the call was open is the user's (git hooks).
+    users = baselines.left_by_user(g.store, g.snap, index, entry.pre_checkpoint_id)
+    changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]
     if not changes:
         return (), 0
-    patch = g.snap.patch(pre_tree, post_tree)
+    paths = [c.path for c in changes] if users else None
+    patch = g.snap.patch(pre_tree, post_tree, paths)
     patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch)
     created = clock.stamp()
     return tuple(
