@@ -8,8 +8,10 @@ from gitguard.commands.call import call
 from gitguard.commands.checkpoint import checkpoint, checkpoints
 from gitguard.commands.demo import demo
 from gitguard.commands.query import diff, ledger, status, verify
+from gitguard.commands.rollback import compensate, conflicts, restore_session, rollback_files
 from gitguard.commands.session import init, session
 
 COMMANDS: list[click.Command] = [
     init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
+    rollback_files, restore_session, compensate, conflicts,
 ]

@@ -1,0 +1,248 @@
+"""`rollback_files`: undo what agent calls changed after a checkpoint, and nothing else.
+
+Plan, checks, safety snapshot, apply. The plan is pure: from each candidate path's
+history (timeline.py) it decides restore, delete, leave, or conflict. Only paths
+that agent calls changed after the checkpoint are candidates; a candidate is
+written only when every change to it since the checkpoint was an agent call's and
+it still holds exactly what the agent last wrote. Anything else a user touched
+becomes a CheckpointConflict and is left as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gitguard import checkpoints, clock, conflicts, fileops, ledger, timeline, trace
+from gitguard.attribution import USER
+from gitguard.errors import GitguardError, UnsafePath
+from gitguard.fileops import GITLINK, FileState, Observed
+from gitguard.guarded import Applied, Step, apply
+from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
+from gitguard.timeline import UNKNOWN, PathHistory
+from gitguard.workspace import safe_relpath
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+TOOL_NAME = "gitguard.rollback_files"
+
+
+@dataclass
+class Plan:
+    checkpoint: Checkpoint
+    steps: list[Step] = field(default_factory=list)
+    conflicts: list[CheckpointConflict] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)    # already as at the checkpoint
+    kept_user: list[str] = field(default_factory=list)    # changed after it by the user only
+
+
+@dataclass
+class Result:
+    plan: Plan
+    dry_run: bool
+    applied: Applied | None = None
+    conflicts: list[CheckpointConflict] = field(default_factory=list)
+
+    @property
+    def restored(self) -> list[str]:
+        return self._paths("restore")
+
+    @property
+    def deleted(self) -> list[str]:
+        return self._paths("delete")
+
+    def _paths(self, action: str) -> list[str]:
+        steps = self.applied.done if self.applied is not None else self.plan.steps
+        return sorted(s.path for s in steps if s.action == action)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpointId": self.plan.checkpoint.checkpoint_id, "dryRun": self.dry_run,
+            "restored": self.restored, "deleted": self.deleted,
+            "conflicts": [c.to_json() for c in self.conflicts],
+            "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
+            "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
+            "entryId": self.applied.entry.call_id if self.applied else None,
+        }
+
+
+# planning (pure) -------------------------------------------------------------------------
+
+def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
+                 actual: FileState | None) -> CheckpointConflict:
+    agent = item.last_agent_change()
+    after = agent.after if agent is not None else None
+    call_id = agent.owner if agent is not None else None
+    return CheckpointConflict(
+        path=item.path, expected_hash=after.oid if after else None,
+        actual_hash=actual.oid if actual and actual != UNKNOWN else None,
+        agent_patch_ref=(agent.patch_ref if agent and agent.patch_ref
+                         else f"artifacts/patch_{call_id}.diff"),
+        checkpoint_id=checkpoint.checkpoint_id,
+        base_hash=item.base.oid if item.base else None, created_at=clock.stamp(),
+        call_id=call_id, reason=reason, base_mode=item.base.mode if item.base else None,
+        expected_mode=after.mode if after else None)
+
+
+def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution]) -> None:
+    """Sort every candidate into a step, a conflict, or a path left alone."""
+    for item in items:
+        agent = item.last_agent_change()
+        if item.now == item.base:
+            plan.unchanged.append(item.path)
+            continue
+        if agent is None:
+            plan.kept_user.append(item.path)
+            continue
+        reason = timeline.foreign_touch(item, plan.checkpoint.created_at, records)
+        if reason is None and item.now == UNKNOWN:
+            reason = "it is neither a file nor a symlink now"
+        if reason is None and any(s is not None and s.mode == GITLINK
+                                  for s in (item.base, item.now)):
+            reason = "it is a submodule; gitguard does not roll submodules back"
+        if reason is None and item.now != agent.after:
+            reason = f"it differs from what {agent.owner} last wrote"
+        if reason is not None:
+            plan.conflicts.append(conflict_for(item, plan.checkpoint, reason, item.now))
+            continue
+        plan.steps.append(Step(item.path, item.now, item.base, agent.owner))
+
+
+def obstacles(steps: list[Step], observed: Mapping[str, Observed],
+              files_under: Mapping[str, list[str]]) -> dict[str, str]:
+    """Writes that something the plan does not remove stands in the way of."""
+    deleting = {s.path for s in steps if s.target is None}
+    blocked: dict[str, str] = {}
+    for step in steps:
+        if step.target is None:
+            continue
+        seen = observed[step.path]
+        if seen.kind == "beyond" and seen.blocker not in deleting:
+            blocked[step.path] = f"{seen.blocker} is a file or symlink where a directory belongs"
+        if seen.kind == "dir" and not set(files_under.get(step.path, ())) <= deleting:
+            blocked[step.path] = "a directory with other files in it is in the way"
+    return blocked
+
+
+# running ---------------------------------------------------------------------------------
+
+def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
+                rows: list[Any]) -> set[str]:
+    """Paths agent calls changed after the target; a call a crash left open is diffed."""
+    paths: set[str] = set()
+    for window in line.agent_windows():
+        entry = state.entries[window.call_id]
+        if window.ended:
+            paths.update(p.path for p in entry.file_patches)
+            continue
+        paths.update(entry.declared_writes)
+        start = g.snap.tree_of(rows[window.start].snapshot_commit)
+        end = (g.snap.write_tree().tree if window.end == timeline.NOW
+               else g.snap.tree_of(rows[window.end].snapshot_commit))
+        paths.update(c.path for c in g.snap.diff(start, end))
+    return paths
+
+
+def check_path(g: Guard, path: str, source: str) -> None:
+    """A path from the ledger or a checkpoint must name a file inside the workspace as is."""
+    try:
+        normal = safe_relpath(g.ws, path)
+    except UnsafePath as exc:
+        raise UnsafePath(f"{source} names {path!r}: {exc.message}",
+                         "the store looks edited by hand; nothing was changed. "
+                         "Run `gitguard verify`") from None
+    if normal != path:
+        raise UnsafePath(f"{source} names {path!r}, which is not a normalised workspace path",
+                         "the store looks edited by hand; nothing was changed")
+
+
+def _owner_of_path(state: ledger.LedgerState, path: str) -> str:
+    for entry in reversed(state.in_order()):
+        if any(p.path == path for p in entry.file_patches) or path in entry.declared_writes:
+            return f"ledger entry {entry.call_id}"
+    return "the ledger"
+
+
+def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
+    started_clock = time.perf_counter()
+    with g.store.writing():
+        index = checkpoints.read_index(g.store)
+        target = checkpoints.load(g.store, index.find(checkpoint_id))
+        state = ledger.read(g.store)
+        line = timeline.build(index.rows, g.snap.tree_of, checkpoint_id, state.in_order())
+        candidates = sorted(_candidates(g, state, line, index.rows))
+        for path in candidates:
+            check_path(g, path, _owner_of_path(state, path))
+        repo, root = g.snap.repo, g.ws.root
+        observed = {p: fileops.observe(repo, root, p, store_blobs=not dry_run)
+                    for p in candidates}
+        cache: dict[tuple[str, str], FileState | None] = {}
+
+        def lookup(tree: str, path: str) -> FileState | None:
+            if (tree, path) not in cache:
+                cache[tree, path] = fileops.lookup(repo, tree, path)
+            return cache[tree, path]
+
+        items = [timeline.history(line, p, lookup, _now(observed[p])) for p in candidates]
+        plan = Plan(target)
+        decide(plan, items, timeline.read_attributions(g.store))
+        under = {s.path: fileops.files_under(root, s.path) for s in plan.steps
+                 if observed[s.path].kind == "dir"}
+        blocked = obstacles(plan.steps, observed, under)
+        by_path = {i.path: i for i in items}
+        for path, reason in blocked.items():
+            plan.conflicts.append(conflict_for(by_path[path], target, reason,
+                                               _now(observed[path])))
+        plan.steps = [s for s in plan.steps if s.path not in blocked]
+        result = Result(plan, dry_run, conflicts=list(plan.conflicts))
+        if dry_run or not (plan.steps or plan.conflicts):
+            return result
+
+        now = {p: o.state for p, o in observed.items()}
+        result.applied = apply(
+            g, state, session_id=target.session_id, tool_name=TOOL_NAME, id_prefix="rollback",
+            summary=f"rollback-files --to {checkpoint_id}",
+            tool_input={"to": checkpoint_id, "restore": [s.path for s in plan.steps
+                                                         if s.target is not None],
+                        "delete": [s.path for s in plan.steps if s.target is None]},
+            steps=plan.steps, now=now)
+        for step, found in result.applied.raced:
+            actual = found if isinstance(found, FileState) else None
+            result.conflicts.append(conflict_for(
+                by_path[step.path], target,
+                "it changed while the rollback was writing; it was left as it is", actual))
+        stored = conflicts.record(g.store, result.conflicts)
+        detail = {"safetyCheckpointId": result.applied.safety.checkpoint_id,
+                  "entryId": result.applied.entry.call_id, "restored": result.restored,
+                  "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+        ledger.append_action(g.store, state, RollbackFiles(checkpoint_id=checkpoint_id),
+                             target.session_id, detail)
+        trace.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
+                   duration_ms=(time.perf_counter() - started_clock) * 1000,
+                   checkpointId=checkpoint_id, **detail)
+        if result.conflicts:
+            trace.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
+                       paths=[c.path for c in result.conflicts],
+                       pending=sum(1 for c in stored if c.resolution == "pending"))
+        return result
+
+
+def _now(seen: Observed) -> FileState | None:
+    return timeline.UNKNOWN if seen.kind == "special" else seen.state
+
+
+def pending_count(g: Guard) -> int:
+    return sum(1 for c in conflicts.read(g.store) if c.resolution == "pending")
+
+
+def require_checkpoint(g: Guard, checkpoint_id: str) -> None:
+    if not g.store.exists():
+        raise GitguardError("this workspace has no gitguard store yet",
+                            "run `gitguard init` and record some calls first")
+    checkpoints.read_index(g.store).find(checkpoint_id)
+
+
+__all__ = ["Plan", "Result", "USER", "decide", "obstacles", "rollback_files"]
