@@ -10,6 +10,7 @@ a call's changes and can revert them, byte for byte, like any agent's.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     faults.point("rollback.after_safety")
 
     call_id = next_call_id(state, id_prefix)
+    # The targets make an entry a crash left open still precise: a path holding its target
+    # was written by it, anything else there is someone else's.
+    tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
     input_ref = g.store.write_artifact(f"input_{call_id}.json", durable.canonical_json(tool_input))
     planned = ToolLedgerEntry(
         call_id=call_id, step_id=id_prefix, tool_name=tool_name,
@@ -125,6 +129,25 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                status="succeeded", files=len(patches), checkpointId=post.checkpoint_id,
                duration_ms=(time.perf_counter() - started_clock) * 1000)
     return Applied(safety, finished, tuple(done), tuple(raced))
+
+
+def _state_json(state: FileState | None) -> list[Any] | None:
+    return [state.oid, state.mode] if state is not None else None
+
+
+def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | None] | None:
+    """What a gitguard write entry meant to put at each path; None for an agent's call."""
+    if not entry.tool_name.startswith("gitguard.") or entry.input_ref is None:
+        return None
+    try:
+        recorded = json.loads((g.store.root / entry.input_ref).read_bytes())
+    except (OSError, ValueError):
+        return None
+    targets = recorded.get("targets") if isinstance(recorded, dict) else None
+    if not isinstance(targets, dict):
+        return None
+    return {path: FileState(value[0], int(value[1])) if value else None
+            for path, value in targets.items()}
 
 
 def _write_all(g: Guard, steps: Sequence[Step]

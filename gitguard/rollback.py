@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, conflicts, fileops, ledger, timeline, trace
-from gitguard.attribution import USER
-from gitguard.errors import GitguardError, UnsafePath
+from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
-from gitguard.guarded import Applied, Step, apply
+from gitguard.guarded import Applied, Step, apply, planned_targets
 from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
 from gitguard.timeline import UNKNOWN, PathHistory
 from gitguard.workspace import safe_relpath
@@ -139,6 +138,8 @@ def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
             paths.update(p.path for p in entry.file_patches)
             continue
         paths.update(entry.declared_writes)
+        if window.planned is not None:
+            continue   # gitguard's own entry declared every path it writes
         start = g.snap.tree_of(rows[window.start].snapshot_commit)
         end = (g.snap.write_tree().tree if window.end == timeline.NOW
                else g.snap.tree_of(rows[window.end].snapshot_commit))
@@ -172,7 +173,8 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         index = checkpoints.read_index(g.store)
         target = checkpoints.load(g.store, index.find(checkpoint_id))
         state = ledger.read(g.store)
-        line = timeline.build(index.rows, g.snap.tree_of, checkpoint_id, state.in_order())
+        line = timeline.build(index.rows, g.snap.tree_of, checkpoint_id, state.in_order(),
+                              lambda entry: planned_targets(g, entry))
         candidates = sorted(_candidates(g, state, line, index.rows))
         for path in candidates:
             check_path(g, path, _owner_of_path(state, path))
@@ -236,13 +238,3 @@ def _now(seen: Observed) -> FileState | None:
 
 def pending_count(g: Guard) -> int:
     return sum(1 for c in conflicts.read(g.store) if c.resolution == "pending")
-
-
-def require_checkpoint(g: Guard, checkpoint_id: str) -> None:
-    if not g.store.exists():
-        raise GitguardError("this workspace has no gitguard store yet",
-                            "run `gitguard init` and record some calls first")
-    checkpoints.read_index(g.store).find(checkpoint_id)
-
-
-__all__ = ["Plan", "Result", "USER", "decide", "obstacles", "rollback_files"]

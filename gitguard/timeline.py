@@ -14,7 +14,7 @@ someone other than the agent. `foreign_touch` is the single place that decides i
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -39,6 +39,14 @@ class Window:
     ended: bool
     declared: frozenset[str]
     patch_ref: str | None
+    planned: Mapping[str, FileState | None] | None = None   # gitguard's own entries
+
+    def confidence(self, path: str, after: FileState | None) -> Confidence:
+        if self.ended:
+            return "exact" if path in self.declared else "window"
+        if self.planned is not None and path in self.planned and self.planned[path] == after:
+            return "exact"
+        return "unknown"   # it never finished: a user edit since cannot be told apart
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,13 @@ class Timeline:
 
 
 def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], target_id: str,
-          entries: Iterable[ToolLedgerEntry]) -> Timeline:
-    """`tree_of` maps a snapshot commit to its tree; only checkpoints from the target on need it."""
+          entries: Iterable[ToolLedgerEntry],
+          planned: Callable[[ToolLedgerEntry], Mapping[str, FileState | None] | None]
+          ) -> Timeline:
+    """`tree_of` maps a snapshot commit to its tree; only checkpoints from the target on need it.
+
+    `planned` gives, for a gitguard entry a crash left open, what it meant to write.
+    """
     position = {row.checkpoint_id: i for i, row in enumerate(rows)}
     target = position[target_id]
     timeline = Timeline(target, [(i, tree_of(rows[i].snapshot_commit))
@@ -96,7 +109,8 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             end = start + 1 if start + 1 < len(rows) else NOW
         patch_ref = entry.file_patches[0].patch_ref if entry.file_patches else None
         timeline.windows.append(Window(entry.call_id, start, end, ended,
-                                       frozenset(entry.declared_writes), patch_ref))
+                                       frozenset(entry.declared_writes), patch_ref,
+                                       None if ended else planned(entry)))
     return timeline
 
 
@@ -114,9 +128,8 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
         if window is None:
             changes.append(Change(before, after, USER, "window", None, end))
         else:
-            confidence: Confidence = "exact" if path in window.declared else "window"
-            changes.append(Change(before, after, window.call_id, confidence, window.patch_ref,
-                                  end))
+            changes.append(Change(before, after, window.call_id,
+                                  window.confidence(path, after), window.patch_ref, end))
     return PathHistory(path, states[0][1], now, tuple(changes))
 
 
@@ -134,6 +147,9 @@ def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution])
     """Why someone other than an agent call touched this path after `since`, or None."""
     last_call: str | None = None
     for change in item.changes:
+        if change.owner != USER and change.confidence in ("ambiguous", "unknown"):
+            return (f"it changed while {change.owner} was running, and {change.owner} never "
+                    "finished: a later edit cannot be told apart")
         if change.owner != USER:
             last_call = change.owner
         elif last_call is not None:
