@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo_rollback import chapter_rollback
 
 Echo = Callable[[str], None]
 
@@ -105,7 +106,7 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
         echo(f"  {line}")
 
 
-CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core]
+CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, chapter_rollback]
 
 
 def run(echo: Echo, keep: bool = False) -> None:
