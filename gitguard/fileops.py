@@ -90,11 +90,17 @@ def observe(repo: pygit2.Repository, root: Path, rel: str, store_blobs: bool) ->
         return Observed(rel, "dir", None)
     if stat.S_ISLNK(info.st_mode):
         target = os.readlink(os.fsencode(full))
-        oid = repo.create_blob(target) if store_blobs else pygit2.hash(target)
+        oid = pygit2.hash(target)
+        if store_blobs and oid not in repo:
+            oid = repo.create_blob(target)
         return Observed(rel, "link", FileState(str(oid), LINK))
     if not stat.S_ISREG(info.st_mode):
         return Observed(rel, "special", None)
-    oid = repo.create_blob_fromdisk(str(full)) if store_blobs else pygit2.hashfile(str(full))
+    oid = pygit2.hashfile(str(full))
+    if store_blobs and oid not in repo:
+        # Usually the content is what a snapshot already stored; only new bytes are written.
+        # What gets stored is what we report, even if the file changed since the hash.
+        oid = repo.create_blob_fromdisk(str(full))
     return Observed(rel, "file", FileState(str(oid), git_mode(info.st_mode)))
 
 
@@ -209,7 +215,7 @@ def _write_tree(repo: pygit2.Repository, entries: dict[bytes, tuple[int, pygit2.
     return repo.odb.write(pygit2.enums.ObjectType.TREE, body)
 
 
-def _tree(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
+def parse_tree(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
     obj = repo.get(oid)
     if not isinstance(obj, pygit2.Tree):
         raise KeyError(f"{oid} is not a tree")
@@ -226,13 +232,67 @@ def tree_with(repo: pygit2.Repository, base: str,
               changes: Mapping[str, FileState | None]) -> str:
     """`base` with each changed path set to its state (None removes it); empty trees vanish."""
     split = {tuple(os.fsencode(p).split(b"/")): s for p, s in changes.items()}
-    result = _apply(repo, _tree(repo, base), split)
+    result = _apply(repo, parse_tree(repo, base), split)
     return str(result) if result is not None else str(_write_tree(repo, {}))
+
+
+def _utf8(name: bytes) -> bool:
+    try:
+        name.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class _Level:
+    """One directory of a tree being edited: pygit2's TreeBuilder (fast, in C) unless a name
+    being changed is not UTF-8, which TreeBuilder cannot take; then raw entries."""
+
+    def __init__(self, repo: pygit2.Repository, tree: pygit2.Tree | None,
+                 names: Iterable[bytes]) -> None:
+        self.repo = repo
+        self.tree = tree
+        self.raw = None if all(_utf8(n) for n in names) else _entries(tree)
+        self.builder = (None if self.raw is not None else
+                        repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder())
+
+    def original(self, name: bytes) -> tuple[int, pygit2.Oid] | None:
+        """Mode and id of an entry before this level changed it."""
+        if self.raw is not None:
+            return self.raw.get(name)
+        if self.tree is None:
+            return None
+        key = name.decode()
+        if key not in self.tree:
+            return None
+        entry = self.tree[key]
+        return entry.filemode, entry.id
+
+    def put(self, name: bytes, mode: int, oid: pygit2.Oid) -> None:
+        if self.raw is not None:
+            self.raw[name] = (mode, oid)
+        else:
+            assert self.builder is not None
+            self.builder.insert(name.decode(), oid, mode)
+
+    def drop(self, name: bytes) -> None:
+        if self.raw is not None:
+            self.raw.pop(name, None)
+            return
+        assert self.builder is not None
+        if self.builder.get(name.decode()) is not None:
+            self.builder.remove(name.decode())
+
+    def write(self) -> pygit2.Oid | None:
+        if self.raw is not None:
+            return _write_tree(self.repo, self.raw) if self.raw else None
+        assert self.builder is not None
+        return self.builder.write() if len(self.builder) else None
 
 
 def _apply(repo: pygit2.Repository, tree: pygit2.Tree | None,
            changes: Mapping[tuple[bytes, ...], FileState | None]) -> pygit2.Oid | None:
-    entries = _entries(tree)
+    level = _Level(repo, tree, {parts[0] for parts in changes})
     nested: dict[bytes, dict[tuple[bytes, ...], FileState | None]] = {}
     for parts, state in changes.items():
         if len(parts) > 1:
@@ -240,27 +300,32 @@ def _apply(repo: pygit2.Repository, tree: pygit2.Tree | None,
     for name, sub in nested.items():
         if changes.get((name,)) is not None:
             continue   # a file took the directory's place: it is set below
-        current = entries.get(name)
-        subtree = _tree(repo, current[1]) if current is not None and current[0] == TREE else None
+        current = level.original(name)
+        subtree = parse_tree(repo, current[1]) if current and current[0] == TREE else None
         oid = _apply(repo, subtree, sub)
         if oid is None:
-            entries.pop(name, None)
+            level.drop(name)
         else:
-            entries[name] = (TREE, oid)
+            level.put(name, TREE, oid)
     for parts, state in changes.items():
         if len(parts) != 1:
             continue
-        if state is None:
-            if parts[0] in entries and entries[parts[0]][0] != TREE:
-                del entries[parts[0]]
-        else:
-            entries[parts[0]] = (state.mode, pygit2.Oid(hex=state.oid))
-    return _write_tree(repo, entries) if entries else None
+        if state is not None:
+            level.put(parts[0], state.mode, pygit2.Oid(hex=state.oid))
+            continue
+        current = level.original(parts[0])
+        if current is not None and current[0] != TREE and parts[0] not in nested:
+            level.drop(parts[0])   # a directory at this name is not what is being removed
+    return level.write()
 
 
-def lookup(repo: pygit2.Repository, tree: str, rel: str) -> FileState | None:
-    """The blob state of a path in a tree; a directory or a submodule there counts as none."""
-    obj = _tree(repo, tree)
+def lookup(repo: pygit2.Repository, tree: str | pygit2.Tree, rel: str) -> FileState | None:
+    """The blob state of a path in a tree; a directory there counts as none.
+
+    Pass a parsed Tree when looking up many paths: a large root tree is not in libgit2's
+    object cache and would be parsed again for every path.
+    """
+    obj = tree if isinstance(tree, pygit2.Tree) else parse_tree(repo, tree)
     try:
         entry = obj[rel]
     except (KeyError, ValueError):
@@ -274,3 +339,13 @@ def lookup(repo: pygit2.Repository, tree: str, rel: str) -> FileState | None:
 
 def deepest_first(paths: Iterable[str]) -> list[str]:
     return sorted(paths, key=lambda p: (-p.count("/"), p))
+
+
+def patch(repo: pygit2.Repository, old: str, new: str) -> bytes:
+    """A unified diff between two trees, binary hunks included (`git apply -R` reverses it).
+
+    In-process: on a large repository a `git diff-tree` process costs more than the diff.
+    """
+    diff = parse_tree(repo, old).diff_to_tree(parse_tree(repo, new),
+                                              flags=pygit2.enums.DiffOption.SHOW_BINARY)
+    return b"".join(p.data for p in diff if p is not None)

@@ -11,7 +11,6 @@ a call's changes and can revert them, byte for byte, like any agent's.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -64,7 +63,6 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     `now` holds the current state of every path involved, blobs already stored, so the
     safety checkpoint keeps what the user had there.
     """
-    started_clock = time.perf_counter()
     index = checkpoints.read_index(g.store)
     latest = index.latest()
     if latest is None:
@@ -97,8 +95,6 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [started])
-    trace.emit(g.store, "tool", "tool.start", session_id=session_id, callId=call_id,
-               tool=tool_name, checkpointId=safety.checkpoint_id)
 
     done, raced = _write_all(g, steps)
 
@@ -109,9 +105,8 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         step_id=id_prefix, call_id=call_id)
     patches: tuple[FilePatchEntry, ...] = ()
     if done:
-        patch_ref = g.store.write_artifact(
-            f"patch_{call_id}.diff",
-            g.snap.patch(safety_tree, post_tree, [s.path for s in done]))
+        patch_ref = g.store.write_artifact(f"patch_{call_id}.diff",
+                                           fileops.patch(g.snap.repo, safety_tree, post_tree))
         stamp = clock.stamp()
         patches = tuple(FilePatchEntry(
             path=s.path, before_hash=s.expected.oid if s.expected else None,
@@ -125,9 +120,6 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         "note": f"{len(raced)} path(s) changed during the write and were left" if raced else None,
     })
     ledger.append_entries(g.store, state, [finished])
-    trace.emit(g.store, "tool", "tool.end", session_id=session_id, callId=call_id,
-               status="succeeded", files=len(patches), checkpointId=post.checkpoint_id,
-               duration_ms=(time.perf_counter() - started_clock) * 1000)
     return Applied(safety, finished, tuple(done), tuple(raced))
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pygit2
+
 from gitguard import checkpoints, clock, conflicts, fileops, ledger, timeline, trace
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
@@ -182,10 +184,13 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         observed = {p: fileops.observe(repo, root, p, store_blobs=not dry_run)
                     for p in candidates}
         cache: dict[tuple[str, str], FileState | None] = {}
+        parsed: dict[str, pygit2.Tree] = {}
 
         def lookup(tree: str, path: str) -> FileState | None:
             if (tree, path) not in cache:
-                cache[tree, path] = fileops.lookup(repo, tree, path)
+                if tree not in parsed:
+                    parsed[tree] = fileops.parse_tree(repo, tree)
+                cache[tree, path] = fileops.lookup(repo, parsed[tree], path)
             return cache[tree, path]
 
         items = [timeline.history(line, p, lookup, _now(observed[p])) for p in candidates]

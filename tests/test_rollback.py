@@ -242,3 +242,11 @@ def test_python_api_runs_in_a_subprocess_without_the_cli(repo: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", script, str(repo), ckpt], capture_output=True,
                           text=True, check=True)
     assert proc.stdout == "" and not (repo / "x.txt").exists()
+
+
+def test_the_demo_chapter_rolls_back_and_merges(tmp_path: Path) -> None:
+    out = gg(tmp_path, "demo").stdout
+    assert "conflict: app.py (the user changed it after call_5 wrote it)" in out
+    assert "deleted:  CHANGELOG.md, helpers.py" in out and "restored: VERSION" in out
+    assert "|     return greet(name).lower()  # the user's tweak" in out
+    assert "HEAD, index, branches, tags: unchanged" in out and "git fsck: clean" in out

@@ -65,10 +65,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_repo(tmp_path_factory.mktemp("template") / "repo")
 
 
-@settings(max_examples=int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "30")), deadline=None,
+@settings(max_examples=int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "25")), deadline=None,
           database=None, suppress_health_check=[HealthCheck.too_slow,
                                                 HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(step, min_size=3, max_size=8), pick=st.integers(min_value=0, max_value=3))
+@given(steps=st.lists(step, min_size=3, max_size=7), pick=st.integers(min_value=0, max_value=3))
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
         steps: list[tuple[str, list[tuple[str, str, bytes]]]], pick: int) -> None:
