@@ -29,6 +29,7 @@ EXECUTABLE = 0o100755
 LINK = 0o120000
 TREE = 0o040000
 GITLINK = 0o160000
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 Kind = Literal["absent", "file", "link", "dir", "special", "beyond"]
 

@@ -131,21 +131,29 @@ def obstacles(steps: list[Step], observed: Mapping[str, Observed],
 # running ---------------------------------------------------------------------------------
 
 def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
-                rows: list[Any]) -> set[str]:
-    """Paths agent calls changed after the target; a call a crash left open is diffed."""
-    paths: set[str] = set()
+                rows: list[Any]) -> dict[str, str]:
+    """Paths agent calls changed after the target, each with where it was read from.
+
+    A call a crash left open has no file patches: its declared paths count, and for an
+    agent's call whatever changed from its pre checkpoint to the next one (or to now).
+    """
+    paths: dict[str, str] = {}
     for window in line.agent_windows():
         entry = state.entries[window.call_id]
+        source = f"ledger entry {entry.call_id}"
         if window.ended:
-            paths.update(p.path for p in entry.file_patches)
+            paths.update((p.path, source) for p in entry.file_patches)
             continue
-        paths.update(entry.declared_writes)
+        paths.update((p, source) for p in entry.declared_writes)
         if window.planned is not None:
             continue   # gitguard's own entry declared every path it writes
         start = g.snap.tree_of(rows[window.start].snapshot_commit)
-        end = (g.snap.write_tree().tree if window.end == timeline.NOW
-               else g.snap.tree_of(rows[window.end].snapshot_commit))
-        paths.update(c.path for c in g.snap.diff(start, end))
+        if window.end == timeline.NOW:
+            end, source = g.snap.write_tree().tree, "the working tree"
+        else:
+            end = g.snap.tree_of(rows[window.end].snapshot_commit)
+            source = f"checkpoint {rows[window.end].checkpoint_id}"
+        paths.update((c.path, source) for c in g.snap.diff(start, end) if c.path not in paths)
     return paths
 
 
@@ -162,13 +170,6 @@ def check_path(g: Guard, path: str, source: str) -> None:
                          "the store looks edited by hand; nothing was changed")
 
 
-def _owner_of_path(state: ledger.LedgerState, path: str) -> str:
-    for entry in reversed(state.in_order()):
-        if any(p.path == path for p in entry.file_patches) or path in entry.declared_writes:
-            return f"ledger entry {entry.call_id}"
-    return "the ledger"
-
-
 def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
     started_clock = time.perf_counter()
     with g.store.writing():
@@ -177,9 +178,10 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         state = ledger.read(g.store)
         line = timeline.build(index.rows, g.snap.tree_of, checkpoint_id, state.in_order(),
                               lambda entry: planned_targets(g, entry))
-        candidates = sorted(_candidates(g, state, line, index.rows))
-        for path in candidates:
-            check_path(g, path, _owner_of_path(state, path))
+        sources = _candidates(g, state, line, index.rows)
+        for path, source in sources.items():
+            check_path(g, path, source)
+        candidates = sorted(sources)
         repo, root = g.snap.repo, g.ws.root
         observed = {p: fileops.observe(repo, root, p, store_blobs=not dry_run)
                     for p in candidates}

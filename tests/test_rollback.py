@@ -14,12 +14,13 @@ import pytest
 from rollback_helpers import put, tree_state
 
 from conftest import gg
-from gitguard import durable, trace
+from gitguard import checkpoints, durable, fileops, trace
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.models import Attribution
 from gitguard.rollback import rollback_files
 from gitguard.settings import Settings
+from gitguard.snapshot import TreeResult
 from gitguard.workspace import discover
 from gitstate import GitState, fsck_clean
 
@@ -250,3 +251,27 @@ def test_the_demo_chapter_rolls_back_and_merges(tmp_path: Path) -> None:
     assert "deleted:  CHANGELOG.md, helpers.py" in out and "restored: VERSION" in out
     assert "|     return greet(name).lower()  # the user's tweak" in out
     assert "HEAD, index, branches, tags: unchanged" in out and "git fsck: clean" in out
+
+
+def test_a_checkpoint_tree_naming_a_path_outside_is_refused(repo: Path) -> None:
+    """A crashed call's changes come from its checkpoints' trees; a forged `..` entry there
+    names a path outside the workspace and stops the rollback before anything is written."""
+    guard = Guard.open(repo)
+    target = guard.checkpoint("manual").checkpoint_id
+    entry = guard.begin_call("Bash", {"command": "crashes"})          # never ended
+    pre = guard.load_checkpoint(entry.pre_checkpoint_id or "")
+    git_repo = guard.snap.repo
+    escape = fileops.tree_with(git_repo, fileops.EMPTY_TREE,
+                               {"x": fileops.FileState(str(git_repo.create_blob(b"x")),
+                                                       fileops.REGULAR)})
+    forged = guard.snap.tree_of(pre.snapshot_commit)
+    body = git_repo.odb.read(forged)[1] + b"40000 ..\0" + bytes.fromhex(escape)
+    tree = str(git_repo.odb.write(2, body))
+    with guard.store.writing():
+        checkpoints.write(guard.store, guard.snap, checkpoints.read_index(guard.store),
+                          session_id=pre.session_id, kind="manual",
+                          tree=TreeResult(tree, (), ()), ledger_seq=0)
+    before = store_files(repo)
+    with pytest.raises(UnsafePath, match=r"checkpoint ckpt_\w+ names '\.\./x'"):
+        rollback_files(guard, target)
+    assert store_files(repo) == before and not (repo.parent / "x").exists()
