@@ -170,73 +170,93 @@ def check_path(g: Guard, path: str, source: str) -> None:
                          "the store looks edited by hand; nothing was changed")
 
 
+@dataclass
+class Facts:
+    """What planning read: the ledger, each candidate's history and its state now."""
+
+    state: ledger.LedgerState
+    observed: dict[str, Observed]
+    items: dict[str, PathHistory]
+
+
+def gather(g: Guard, target: Checkpoint, store_blobs: bool) -> Facts:
+    """Candidates, their checks, their states now and their histories. Under the store lock."""
+    index = checkpoints.read_index(g.store)
+    state = ledger.read(g.store)
+    line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
+                          lambda entry: planned_targets(g, entry))
+    sources = _candidates(g, state, line, index.rows)
+    for path, source in sources.items():
+        check_path(g, path, source)
+    repo, root = g.snap.repo, g.ws.root
+    observed = {p: fileops.observe(repo, root, p, store_blobs) for p in sorted(sources)}
+    cache: dict[tuple[str, str], FileState | None] = {}
+    parsed: dict[str, pygit2.Tree] = {}
+
+    def lookup(tree: str, path: str) -> FileState | None:
+        if (tree, path) not in cache:
+            if tree not in parsed:
+                parsed[tree] = fileops.parse_tree(repo, tree)
+            cache[tree, path] = fileops.lookup(repo, parsed[tree], path)
+        return cache[tree, path]
+
+    items = {p: timeline.history(line, p, lookup, _now(seen)) for p, seen in observed.items()}
+    return Facts(state, observed, items)
+
+
+def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
+    plan = Plan(target)
+    decide(plan, facts.items.values(), timeline.read_attributions(g.store))
+    under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
+             if facts.observed[s.path].kind == "dir"}
+    blocked = obstacles(plan.steps, facts.observed, under)
+    for path, reason in blocked.items():
+        plan.conflicts.append(conflict_for(facts.items[path], target, reason,
+                                           _now(facts.observed[path])))
+    plan.steps = [s for s in plan.steps if s.path not in blocked]
+    return plan
+
+
 def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
+    """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
     started_clock = time.perf_counter()
     with g.store.writing():
-        index = checkpoints.read_index(g.store)
-        target = checkpoints.load(g.store, index.find(checkpoint_id))
-        state = ledger.read(g.store)
-        line = timeline.build(index.rows, g.snap.tree_of, checkpoint_id, state.in_order(),
-                              lambda entry: planned_targets(g, entry))
-        sources = _candidates(g, state, line, index.rows)
-        for path, source in sources.items():
-            check_path(g, path, source)
-        candidates = sorted(sources)
-        repo, root = g.snap.repo, g.ws.root
-        observed = {p: fileops.observe(repo, root, p, store_blobs=not dry_run)
-                    for p in candidates}
-        cache: dict[tuple[str, str], FileState | None] = {}
-        parsed: dict[str, pygit2.Tree] = {}
-
-        def lookup(tree: str, path: str) -> FileState | None:
-            if (tree, path) not in cache:
-                if tree not in parsed:
-                    parsed[tree] = fileops.parse_tree(repo, tree)
-                cache[tree, path] = fileops.lookup(repo, parsed[tree], path)
-            return cache[tree, path]
-
-        items = [timeline.history(line, p, lookup, _now(observed[p])) for p in candidates]
-        plan = Plan(target)
-        decide(plan, items, timeline.read_attributions(g.store))
-        under = {s.path: fileops.files_under(root, s.path) for s in plan.steps
-                 if observed[s.path].kind == "dir"}
-        blocked = obstacles(plan.steps, observed, under)
-        by_path = {i.path: i for i in items}
-        for path, reason in blocked.items():
-            plan.conflicts.append(conflict_for(by_path[path], target, reason,
-                                               _now(observed[path])))
-        plan.steps = [s for s in plan.steps if s.path not in blocked]
+        target = checkpoints.load(g.store, checkpoints.read_index(g.store).find(checkpoint_id))
+        facts = gather(g, target, store_blobs=not dry_run)
+        plan = make_plan(g, target, facts)
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
             return result
 
-        now = {p: o.state for p, o in observed.items()}
         result.applied = apply(
-            g, state, session_id=target.session_id, tool_name=TOOL_NAME, id_prefix="rollback",
-            summary=f"rollback-files --to {checkpoint_id}",
-            tool_input={"to": checkpoint_id, "restore": [s.path for s in plan.steps
-                                                         if s.target is not None],
-                        "delete": [s.path for s in plan.steps if s.target is None]},
-            steps=plan.steps, now=now)
+            g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
+            id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
+            tool_input={"to": checkpoint_id}, steps=plan.steps,
+            now={p: o.state for p, o in facts.observed.items()})
         for step, found in result.applied.raced:
             actual = found if isinstance(found, FileState) else None
             result.conflicts.append(conflict_for(
-                by_path[step.path], target,
+                facts.items[step.path], target,
                 "it changed while the rollback was writing; it was left as it is", actual))
-        stored = conflicts.record(g.store, result.conflicts)
-        detail = {"safetyCheckpointId": result.applied.safety.checkpoint_id,
-                  "entryId": result.applied.entry.call_id, "restored": result.restored,
-                  "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
-        ledger.append_action(g.store, state, RollbackFiles(checkpoint_id=checkpoint_id),
-                             target.session_id, detail)
-        trace.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
-                   duration_ms=(time.perf_counter() - started_clock) * 1000,
-                   checkpointId=checkpoint_id, **detail)
-        if result.conflicts:
-            trace.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
-                       paths=[c.path for c in result.conflicts],
-                       pending=sum(1 for c in stored if c.resolution == "pending"))
+        _record(g, result, facts.state, time.perf_counter() - started_clock)
         return result
+
+
+def _record(g: Guard, result: Result, state: ledger.LedgerState, seconds: float) -> None:
+    assert result.applied is not None
+    target = result.plan.checkpoint
+    stored = conflicts.record(g.store, result.conflicts)
+    detail = {"safetyCheckpointId": result.applied.safety.checkpoint_id,
+              "entryId": result.applied.entry.call_id, "restored": result.restored,
+              "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+    ledger.append_action(g.store, state, RollbackFiles(checkpoint_id=target.checkpoint_id),
+                         target.session_id, detail)
+    trace.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
+               duration_ms=seconds * 1000, checkpointId=target.checkpoint_id, **detail)
+    if result.conflicts:
+        trace.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
+                   paths=[c.path for c in result.conflicts],
+                   pending=sum(1 for c in stored if c.resolution == "pending"))
 
 
 def _now(seen: Observed) -> FileState | None:
