@@ -213,6 +213,22 @@ def test_a_crash_inside_the_apply_is_undone_by_rolling_back_to_the_safety(repo: 
     assert tree_state(repo) == before
 
 
+def test_a_crash_right_after_the_safety_checkpoint_writes_nothing(repo: Path) -> None:
+    guard = Guard.open(repo)
+    ckpt = guard.checkpoint("manual").checkpoint_id
+    agent_call(guard, "Write", {"x.txt": ("file", b"agent\n", False)})
+    guard.close()
+    before = tree_state(repo)
+    proc = gg(repo, "rollback-files", "--to", ckpt, check=False,
+              env={"GITGUARD_FAULT": "rollback.after_safety"})
+    assert proc.returncode == -signal.SIGKILL
+    assert tree_state(repo) == before
+    kinds = [r["kind"] for r in json.loads(gg(repo, "checkpoints", "--json").stdout)]
+    assert kinds[-1] == "pre_rollback"
+    done = json.loads(gg(repo, "rollback-files", "--to", ckpt, "--json").stdout)
+    assert done["deleted"] == ["x.txt"] and not (repo / "x.txt").exists()
+
+
 def test_a_plain_directory_rolls_back_too(tmp_path: Path) -> None:
     work = tmp_path / "plain"
     work.mkdir()
