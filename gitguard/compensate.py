@@ -109,15 +109,23 @@ def fill(template: tuple[str, ...], tool_input: Any, result: Any) -> tuple[str, 
 
 
 def _no_compensation(entry: ToolLedgerEntry, definition: ToolDefinition | None) -> GitguardError:
-    effects = ", ".join(entry.side_effects) or "effects outside this workspace"
-    what = ((definition.cannot_undo if definition and definition.cannot_undo else None)
-            or f"its {effects} cannot be undone by gitguard")
-    hint = (f"undo it by hand where it happened (for a sent email: send a correction); "
-            f"to let gitguard do it next time, declare compensation = [...] under "
+    outside = [e for e in entry.side_effects if e != "filesystem"]
+    files = (f"its file changes can be undone with "
+             f"`gitguard rollback-files --to {entry.pre_checkpoint_id}`"
+             if entry.file_patches and entry.pre_checkpoint_id else "")
+    if definition is not None and definition.cannot_undo:
+        what = definition.cannot_undo
+    elif outside:
+        what = f"its effect outside this workspace ({', '.join(outside)}) cannot be undone here"
+    elif entry.side_effects or entry.file_patches:
+        what = "it only changed files; there is nothing outside the workspace to undo"
+    else:
+        what = "gitguard does not know what it changed outside the workspace"
+    hint = ("undo it by hand where it happened (for a sent email: send a correction); to let "
+            f"gitguard do it next time, declare compensation = [...] under "
             f"[tools.{entry.tool_name}] in .gitguard.toml")
-    if entry.file_patches and entry.pre_checkpoint_id:
-        hint += (f". Its file changes can be undone with "
-                 f"`gitguard rollback-files --to {entry.pre_checkpoint_id}`")
+    if files:
+        hint = f"{files}; {hint}" if outside else files
     return GitguardError(f"{entry.tool_name} ({entry.call_id}) has no compensation: {what}", hint)
 
 

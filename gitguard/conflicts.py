@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 How = Literal["keep_user", "apply_agent", "manual_merge"]
 TOOL_NAME = "gitguard.resolve_conflict"
+FLAGS: dict[str, str] = {"keep_user": "--keep-user", "apply_agent": "--apply-agent",
+                         "manual_merge": "--merge"}
 
 
 def read(store: Store) -> list[CheckpointConflict]:
@@ -199,7 +201,7 @@ def resolve(g: Guard, path: str, how: How) -> Resolved:
             if target != seen.state:
                 applied = apply(
                     g, state, session_id=session_id, tool_name=TOOL_NAME, id_prefix="resolve",
-                    summary=f"conflicts resolve {conflict.path} --{how.replace('_', '-')}",
+                    summary=f"conflicts resolve {conflict.path} {FLAGS[how]}",
                     tool_input={"path": conflict.path, "resolution": how},
                     steps=[Step(conflict.path, seen.state, target, conflict.call_id, data)],
                     now={conflict.path: seen.state})
