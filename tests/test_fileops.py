@@ -32,13 +32,15 @@ def test_tree_with_builds_the_tree_git_would(repo: Path, tmp_path: Path) -> None
     put(repo, "kind/switch", ("file", b"a file that becomes a directory\n", False))
     put(repo, "dir/sub/gone.txt", ("file", b"the only file of sub\n", False))
     put(repo, "dir/keep.txt", ("file", b"keep\n", False))
+    put(repo, "dir/sub2/y.txt", ("file", b"a tree sorts as 'sub2/'\n", False))
+    put(repo, "dir/sub2.txt", ("file", b"after 'sub2.txt'\n", False))
     base = git_tree(repo, repo / ".git", index)
 
     changes: dict[str, tuple[str, bytes, bool] | None] = {
         weird: ("file", b"\xe9t\xe9\n", False), "dir/sub/gone.txt": None,
         "kind/switch": None, "kind/switch/inner.sh": ("file", b"#!/bin/sh\n", True),
         "src/app.py": ("link", b"../README.md", False), "new/deep/x.bin": ("file", b"\0", False),
-        "README.md": ("file", b"# changed\n", True),
+        "README.md": ("file", b"# changed\n", True), "dir/sub2/z.txt": ("file", b"z", False),
     }
     states: dict[str, FileState | None] = {}
     for path, value in changes.items():
