@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from gitguard import checkpoints, clock, durable, faults, fileops, ledger, trace
+from gitguard import checkpoints, clock, durable, faults, fileops, ledger
 from gitguard.errors import GitguardError
 from gitguard.fileops import FileState
 from gitguard.models import Checkpoint, FilePatchEntry, ToolLedgerEntry
@@ -73,8 +73,6 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
         tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
         step_id=id_prefix)
-    trace.emit(g.store, "checkpoint", "checkpoint.pre_rollback", session_id=session_id,
-               checkpointId=safety.checkpoint_id, files=len(now))
     faults.point("rollback.after_safety")
 
     call_id = next_call_id(state, id_prefix)
@@ -91,10 +89,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                               f"rollback-files --to {safety.checkpoint_id}",
         declared_writes=tuple(s.path for s in steps),
     )
-    ledger.append_entries(g.store, state, [planned])
     started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                          "pre_checkpoint_id": safety.checkpoint_id})
-    ledger.append_entries(g.store, state, [started])
+    ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
     done, raced = _write_all(g, steps)
 
