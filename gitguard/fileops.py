@@ -340,13 +340,3 @@ def lookup(repo: pygit2.Repository, tree: str | pygit2.Tree, rel: str) -> FileSt
 
 def deepest_first(paths: Iterable[str]) -> list[str]:
     return sorted(paths, key=lambda p: (-p.count("/"), p))
-
-
-def patch(repo: pygit2.Repository, old: str, new: str) -> bytes:
-    """A unified diff between two trees, binary hunks included (`git apply -R` reverses it).
-
-    In-process: on a large repository a `git diff-tree` process costs more than the diff.
-    """
-    diff = parse_tree(repo, old).diff_to_tree(parse_tree(repo, new),
-                                              flags=pygit2.enums.DiffOption.SHOW_BINARY)
-    return b"".join(p.data for p in diff if p is not None)

@@ -102,8 +102,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         step_id=id_prefix, call_id=call_id)
     patches: tuple[FilePatchEntry, ...] = ()
     if done:
-        patch_ref = g.store.write_artifact(f"patch_{call_id}.diff",
-                                           fileops.patch(g.snap.repo, safety_tree, post_tree))
+        # git diff-tree prunes equal subtrees; libgit2's tree diff walks all of a large tree
+        patch_ref = g.store.write_artifact(
+            f"patch_{call_id}.diff", g.snap.patch(safety_tree, post_tree, [s.path for s in done]))
         stamp = clock.stamp()
         patches = tuple(FilePatchEntry(
             path=s.path, before_hash=s.expected.oid if s.expected else None,
