@@ -74,6 +74,8 @@ def test_cli_restores_the_agent_files_reports_the_users_and_undoes_itself(
     assert (repo / "notes.txt").exists() and (repo / ".env").exists()
     state_of.assert_unchanged(repo)
 
+    patch = gg(repo, "diff", result["entryId"]).stdout.encode()
+    subprocess.run(["git", "apply", "-R", "--check"], cwd=repo, input=patch, check=True)
     listed = json.loads(gg(repo, "conflicts", "--json").stdout)
     assert [c["path"] for c in listed] == ["src/app.py"]
     ledger = [json.loads(line)["data"] for line in
