@@ -68,14 +68,14 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     if latest is None:
         raise GitguardError("there is no checkpoint to build the safety snapshot on",
                             "take one with `gitguard checkpoint`")
+    call_id = next_call_id(state, id_prefix)
     safety_tree = fileops.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
     safety = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
         tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
-        step_id=id_prefix)
+        step_id=id_prefix, call_id=call_id)
     faults.point("rollback.after_safety")
 
-    call_id = next_call_id(state, id_prefix)
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
