@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from rollback_helpers import Entry, make_repo, put, tree_state
 
 from gitguard.api import Guard
+from gitguard.rollback import Result as RollbackResult
 from gitguard.rollback import rollback_files
 from gitguard.settings import Settings
 from gitguard.workspace import discover
@@ -40,10 +41,12 @@ op = st.one_of(
     st.tuples(st.just("chmod"), st.sampled_from(PATHS), st.just(b"")),
     st.tuples(st.just("symlink"), st.sampled_from(PATHS), st.sampled_from(TARGETS)),
 )
+agent_step = st.tuples(st.just("agent"), st.lists(op, min_size=1, max_size=3))
 step = st.one_of(
-    st.tuples(st.just("agent"), st.lists(op, min_size=1, max_size=3)),
+    agent_step, agent_step,                            # calls twice as often as the rest
     st.tuples(st.just("user"), st.lists(op, min_size=1, max_size=2)),
     st.tuples(st.just("checkpoint"), st.just([])),
+    st.tuples(st.just("rollback"), st.just([])),   # to a checkpoint picked from the history
 )
 
 
@@ -60,6 +63,53 @@ def perform(root: Path, action: tuple[str, str, bytes]) -> None:
         put(root, rel, ("link", value, False))
 
 
+class History:
+    """The model: the tree at each checkpoint, and which stretches were a call's window."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[str, dict[str, Entry]]] = []   # (checkpoint id, tree then)
+        self.windows: set[tuple[int, int]] = set()             # (pre, post) indexes
+
+    def add(self, checkpoint_id: str, tree: dict[str, Entry]) -> None:
+        self.points.append((checkpoint_id, tree))
+
+    def close_window(self) -> None:
+        self.windows.add((len(self.points) - 2, len(self.points) - 1))
+
+    def owners(self, k: int, now: dict[str, Entry]) -> tuple[set[str], set[str]]:
+        """Paths changed after point k inside call windows, and outside them."""
+        observed = [tree for _, tree in self.points[k:]] + [now]
+        agent: set[str] = set()
+        user: set[str] = set()
+        for i in range(len(observed) - 1):
+            changed = {p for p in PATHS if observed[i].get(p) != observed[i + 1].get(p)}
+            (agent if (k + i, k + i + 1) in self.windows else user).update(changed)
+        return agent, user
+
+
+def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> RollbackResult:
+    """Roll back to point k and check every promise against the model; record the windows."""
+    before = tree_state(root)
+    agent, user = history.owners(k, before)
+    result = rollback_files(guard, history.points[k][0])
+    after = tree_state(root)
+    base = history.points[k][1]
+    for path in agent - user:
+        assert after.get(path) == base.get(path), f"{path}: only the agent changed it"
+    for path in user:
+        assert after.get(path) == before.get(path), f"{path}: the user changed it"
+    assert {c.path for c in result.conflicts} == {
+        p for p in agent & user if before.get(p) != base.get(p)}
+    for path in set(before) | set(after):
+        if path not in agent:
+            assert after.get(path) == before.get(path), f"{path} was not the agent's"
+    if result.applied is not None:   # the rollback is a window like a call's
+        history.add(result.applied.safety.checkpoint_id, before)
+        history.add(result.applied.entry.post_checkpoint_id or "", after)
+        history.close_window()
+    return result
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_repo(tmp_path_factory.mktemp("template") / "repo")
@@ -68,63 +118,42 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @settings(max_examples=int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "25")), deadline=None,
           database=None, suppress_health_check=[HealthCheck.too_slow,
                                                 HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(step, min_size=3, max_size=7), pick=st.integers(min_value=0, max_value=3))
+@given(steps=st.lists(step, min_size=3, max_size=7),
+       picks=st.lists(st.integers(min_value=0, max_value=5), min_size=8, max_size=8))
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
-        steps: list[tuple[str, list[tuple[str, str, bytes]]]], pick: int) -> None:
+        steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
     root = tmp_path_factory.mktemp("case") / "repo"
     shutil.copytree(template, root, symlinks=True)
     git_state = capture(root)
     guard = Guard(discover(root), Settings(untracked_size_cap=50_000))
     guard.start_session("prop")
-    points: list[tuple[str, dict[str, Entry]]] = []   # (checkpoint id, tree then)
-    windows: list[tuple[int, int]] = []                # call pre/post as indexes into points
-
-    points.append((guard.checkpoint("manual").checkpoint_id, tree_state(root)))
+    history = History()
+    history.add(guard.checkpoint("manual").checkpoint_id, tree_state(root))
     for number, (kind, actions) in enumerate(steps):
         if kind == "checkpoint":
-            points.append((guard.checkpoint("manual").checkpoint_id, tree_state(root)))
-            continue
-        if kind == "user":
+            history.add(guard.checkpoint("manual").checkpoint_id, tree_state(root))
+        elif kind == "user":
             for action in actions:
                 perform(root, action)
-            continue
-        entry = guard.begin_call("Bash", {"command": f"step {number}"})
-        points.append((entry.pre_checkpoint_id or "", tree_state(root)))
-        for action in actions:
-            perform(root, action)
-        done = guard.end_call(entry.call_id, "succeeded")
-        points.append((done.post_checkpoint_id or "", tree_state(root)))
-        windows.append((len(points) - 2, len(points) - 1))
+        elif kind == "rollback":
+            checked_rollback(guard, root, history, picks[number] % len(history.points))
+        else:
+            entry = guard.begin_call("Bash", {"command": f"step {number}"})
+            history.add(entry.pre_checkpoint_id or "", tree_state(root))
+            for action in actions:
+                perform(root, action)
+            done = guard.end_call(entry.call_id, "succeeded")
+            history.add(done.post_checkpoint_id or "", tree_state(root))
+            history.close_window()
 
     before = tree_state(root)
-    k = pick % len(points)
-    observed = [tree for _, tree in points[k:]] + [before]
-    in_window = {(a - k, b - k) for a, b in windows if a >= k}
-    agent: set[str] = set()
-    user: set[str] = set()
-    for i in range(len(observed) - 1):
-        changed = {p for p in PATHS if observed[i].get(p) != observed[i + 1].get(p)}
-        (agent if (i, i + 1) in in_window else user).update(changed)
-
-    result = rollback_files(guard, points[k][0])
+    result = checked_rollback(guard, root, history, picks[-1] % len(history.points))
     event(f"restored+deleted: {min(len(result.restored) + len(result.deleted), 3)}")
     event(f"conflicts: {min(len(result.conflicts), 2)}")
-    after = tree_state(root)
-    base = points[k][1]
-    conflict_paths = {c.path for c in result.conflicts}
-    for path in agent - user:
-        assert after.get(path) == base.get(path), f"{path}: only the agent changed it"
-    for path in user:
-        assert after.get(path) == before.get(path), f"{path}: the user changed it"
-    assert conflict_paths == {p for p in agent & user if before.get(p) != base.get(p)}
-    for path in set(before) | set(after):
-        if path not in agent:
-            assert after.get(path) == before.get(path), f"{path} was not the agent's"
-
+    event(f"rollbacks in the history: {min(sum(k == 'rollback' for k, _ in steps), 2)}")
     if result.applied is not None:
-        safety = result.applied.safety.checkpoint_id
-        undo = rollback_files(guard, safety)
+        undo = rollback_files(guard, result.applied.safety.checkpoint_id)
         assert not undo.conflicts
         assert tree_state(root) == before, "rolling back the rollback restores every byte"
     git_state.assert_unchanged(root)
