@@ -24,6 +24,7 @@ from bench import (  # noqa: F401 - importing registers their cases
     anchors,
     cases_hooks,
     cases_resume,
+    cases_rollback,
     gitguard_cases,
 )
 from bench.cases import Case, CaseContext, Measurement, Skip, registered

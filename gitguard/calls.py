@@ -60,7 +60,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
           idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
           risk: RiskLevel | None = None, side_effects: Sequence[str] = (),
           session_id: str | None = None, confirm: bool = False,
-          force_replay: bool = False) -> ToolLedgerEntry:
+          force_replay: bool = False, compensates: str | None = None) -> ToolLedgerEntry:
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
@@ -99,6 +99,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
             summary=summarize(redacted_input),
             classification_reason=("set by the caller" if (idempotency or replay) else cls.reason),
             input_ref=input_ref, declared_writes=declared, replay_of=replay_of,
+            compensates=compensates,
             note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
         )
         ledger.append_entries(g.store, state, [planned])

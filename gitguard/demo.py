@@ -17,6 +17,7 @@ from pathlib import Path
 from gitguard.api import Guard
 from gitguard.demo_hooks import chapter_hooks
 from gitguard.demo_resume import chapter_resume
+from gitguard.demo_rollback import chapter_rollback
 from gitguard.demo_storage import chapter_storage
 
 Echo = Callable[[str], None]
@@ -109,7 +110,7 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
 
 
 CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [
-    chapter_core, chapter_resume, chapter_storage, chapter_hooks,
+    chapter_core, chapter_rollback, chapter_resume, chapter_storage, chapter_hooks,
 ]
 
 

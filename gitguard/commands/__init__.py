@@ -11,6 +11,7 @@ from gitguard.commands.hooks import hook, hooks
 from gitguard.commands.integrate import integrate
 from gitguard.commands.query import diff, ledger, status, verify
 from gitguard.commands.recovery import explain, reconcile, resume
+from gitguard.commands.rollback import compensate, conflicts, restore_session, rollback_files
 from gitguard.commands.run import run
 from gitguard.commands.session import init, session
 from gitguard.commands.storage import STORAGE_COMMANDS
@@ -20,4 +21,5 @@ COMMANDS: list[click.Command] = [
     resume, explain, reconcile,
     *STORAGE_COMMANDS,
     hooks, hook, integrate, run,
+    rollback_files, restore_session, compensate, conflicts,
 ]
