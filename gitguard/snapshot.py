@@ -113,9 +113,16 @@ class Snapshotter:
             changed, skipped = self.scan()
         else:
             self._seed_stat_cache()
-        if changed:
+        gone = [p for p in changed if _gone(os.fsencode(self.ws.root), p)]
+        if gone:
+            # git refuses to look beyond a symlink: a path under a directory that became a
+            # link (or a file) must be force-removed, not re-examined.
+            self._git(["update-index", "--force-remove", "-z", "--stdin"],
+                      stdin=b"\0".join(gone) + b"\0")
+        present = [p for p in changed if p not in set(gone)] if gone else changed
+        if present:
             self._git(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
-                      stdin=b"\0".join(changed) + b"\0")
+                      stdin=b"\0".join(present) + b"\0")
         faults.point("snapshot.after_update_index")
         tree = self._git(["write-tree"]).decode().strip()
         return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
@@ -203,6 +210,20 @@ class Snapshotter:
         if not isinstance(obj, pygit2.Blob):
             raise KeyError(oid)
         return bytes(obj.data)
+
+
+def _gone(root: bytes, rel: bytes) -> bool:
+    """True when `rel` no longer names a file: missing, or below a non-directory."""
+    parts = rel.rstrip(b"/").split(b"/")
+    here = root
+    for part in parts[:-1]:
+        here = os.path.join(here, part)
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return True
+        except OSError:
+            return True
+    return not os.path.lexists(os.path.join(here, parts[-1]))
 
 
 def workspace_path(store: Store, rel: str) -> Path:
