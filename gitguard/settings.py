@@ -19,6 +19,7 @@ class Settings:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     redact_patterns: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict)
+    daemon_autostart: bool = True
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -54,7 +55,21 @@ def load(root: Path, *, untracked_size_cap: int | None = None) -> Settings:
         raise GitguardError("[tools] in the gitguard config must be a table",
                             "write one [tools.NAME] table per tool")
     redact = config.get("redact", {}).get("patterns", [])
-    return Settings(untracked_size_cap=cap, tools=tools, redact_patterns=tuple(redact), raw=config)
+    return Settings(untracked_size_cap=cap, tools=tools, redact_patterns=tuple(redact), raw=config,
+                    daemon_autostart=daemon_autostart(config))
+
+
+def daemon_autostart(config: dict[str, Any]) -> bool:
+    """`GITGUARD_NO_DAEMON=1` or `[daemon] autostart = false` keep the daemon from starting
+    on its own (`gitguard daemon start` still starts it)."""
+    if os.environ.get("GITGUARD_NO_DAEMON", "") not in ("", "0"):
+        return False
+    section = config.get("daemon", {})
+    value = section.get("autostart", True) if isinstance(section, dict) else True
+    if not isinstance(value, bool):
+        raise GitguardError(f"[daemon] autostart must be true or false, not {value!r}",
+                            "write autostart = false to keep the daemon from starting itself")
+    return value
 
 
 def _int(name: str, value: object) -> int:

@@ -13,8 +13,9 @@ against gitguard's stat index), so both give the same tree:
 * the executable bit is the owner's x bit; a symlink is a blob of its target.
 
 What pygit2 cannot reproduce raises `NeedsFullScan` and the caller falls back to
-git: non-UTF-8 names (pygit2 encodes tree entry names as UTF-8) and content
-filters (`.gitattributes`, core.autocrlf, ...; see `needs_git_filters`).
+git: non-UTF-8 names (pygit2 encodes tree entry names as UTF-8). Content that git
+converts on the way in (text/eol/filter attributes, core.autocrlf; see
+`needs_git_filters`) is left to git altogether: blobs here are the bytes on disk.
 """
 
 from __future__ import annotations
@@ -60,8 +61,27 @@ class _Node:
         return self.leaf is not None or self.delete
 
 
-def needs_git_filters(repo: pygit2.Repository, attributes_paths: Iterable[str]) -> str | None:
-    """Why blobs must be hashed by git (content filters) rather than pygit2, or None."""
+CONVERTING = (b"text", b"eol", b"crlf", b"ident", b"filter", b"working-tree-encoding")
+
+
+def converts_content(attributes: bytes) -> bool:
+    """Whether a .gitattributes text sets anything that changes content on the way in."""
+    for line in attributes.splitlines():
+        words = line.split()
+        if not words or words[0].startswith(b"#"):
+            continue
+        for word in words[1:]:
+            name = word.lstrip(b"-!").split(b"=", 1)[0]
+            if name in CONVERTING:
+                return True
+    return False
+
+
+def needs_git_filters(repo: pygit2.Repository, converting: Iterable[str]) -> str | None:
+    """Why blobs must be hashed by git rather than read from disk, or None.
+
+    `converting` names the attribute files that convert content (`converts_content`).
+    """
     config = repo.config
     for key, harmless in (("core.autocrlf", ("false",)), ("core.symlinks", ("true",)),
                           ("core.filemode", ("true",))):
@@ -76,8 +96,8 @@ def needs_git_filters(repo: pygit2.Repository, attributes_paths: Iterable[str]) 
     info = os.path.join(repo.path, "info", "attributes")
     if os.path.exists(info):
         return "info/attributes exists"
-    found = next(iter(attributes_paths), None)
-    return f"{found} sets attributes" if found else None
+    found = next(iter(converting), None)
+    return f"{found} converts content" if found else None
 
 
 class IncrementalTree:
@@ -100,7 +120,7 @@ class IncrementalTree:
                 path.decode()
             except UnicodeDecodeError:
                 raise NeedsFullScan(f"{path!r} is not UTF-8") from None
-        base = self.repo[self.tree]
+        base = tree_of(self.repo, self.tree)
         top = _Node()
         for path in paths:
             self._resolve(base, path, top)
@@ -238,7 +258,7 @@ class IncrementalTree:
                     builder.remove(name)
                 continue
             is_tree = existing is not None and existing.filemode == TREE
-            subtree = self.repo[existing.id] if is_tree and not child.replace else None
+            subtree = tree_of(self.repo, existing.id) if is_tree and not child.replace else None
             sub = self._build(subtree, child)
             if sub is not None:
                 builder.insert(name, sub, TREE)
@@ -248,6 +268,13 @@ class IncrementalTree:
         if len(builder) == 0:
             return None
         return builder.write()
+
+
+def tree_of(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Tree):
+        raise KeyError(f"{oid} is not a tree")
+    return obj
 
 
 def _place(top: _Node, parts: list[bytes]) -> _Node | None:

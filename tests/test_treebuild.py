@@ -11,7 +11,12 @@ import pytest
 
 from conftest import git
 from gitguard.api import Guard
-from gitguard.treebuild import IncrementalTree, NeedsFullScan, needs_git_filters
+from gitguard.treebuild import (
+    IncrementalTree,
+    NeedsFullScan,
+    converts_content,
+    needs_git_filters,
+)
 
 
 def start(repo: Path, cap: int | None = None) -> tuple[Guard, IncrementalTree]:
@@ -106,6 +111,9 @@ def test_content_filters_are_detected(repo: Path) -> None:
     guard, _ = start(repo)
     assert needs_git_filters(guard.snap.repo, []) is None
     assert needs_git_filters(guard.snap.repo, [".gitattributes"]) is not None
+    assert converts_content(b"* text=auto\n")
+    assert converts_content(b"*.bin -text\n*.lfs filter=lfs diff=lfs\n")
+    assert not converts_content(b"# text\n*.js linguist-generated\n*.png binary-ish\n")
     git(repo, "config", "core.autocrlf", "input")
     assert "autocrlf" in (needs_git_filters(guard.snap.repo, []) or "")
 

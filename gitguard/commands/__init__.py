@@ -6,10 +6,12 @@ import click
 
 from gitguard.commands.call import call
 from gitguard.commands.checkpoint import checkpoint, checkpoints
+from gitguard.commands.daemon import daemon
 from gitguard.commands.demo import demo
 from gitguard.commands.query import diff, ledger, status, verify
 from gitguard.commands.session import init, session
 
 COMMANDS: list[click.Command] = [
     init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
+    daemon,
 ]
