@@ -84,7 +84,7 @@ class Daemon:
         self.guard = DaemonGuard(ws)
         plain = Snapshotter(self.guard.store, self.guard.settings)
         skip = (b".git",) if ws.is_git else (b".git", os.fsencode(NON_GIT_STORE))
-        self.source = source or WatchdogSource(ws.root, ws.store_dir, self.sink,  # type: ignore[arg-type]
+        self.source = source or WatchdogSource(ws.root, ws.store_dir, self.sink,
                                                skip_names=skip)
         self.engine = Engine(self.guard.store, plain, self.source, self.sink, log)
         self.guard.attach(self.engine)

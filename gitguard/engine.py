@@ -44,6 +44,7 @@ from gitguard.watcher import Raw, Source
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
 
 RULE_FILES = frozenset({b".gitignore", b".gitattributes"})
+REPLANT_S = 0.5             # a silent queue this long: plant another barrier
 
 
 @dataclass
@@ -60,7 +61,7 @@ Item = Raw | Job
 class Engine:
     def __init__(self, store: Store, snap: Snapshotter, source: Source,
                  sink: queue.SimpleQueue[Item], log: logging.Logger,
-                 barrier_timeout: float = 10.0) -> None:
+                 barrier_timeout: float = 30.0) -> None:
         self.store = store
         self.ws = store.ws
         self.snap = snap              # plain Snapshotter: full scans through git
@@ -107,27 +108,46 @@ class Engine:
 
     # --- the event queue ----------------------------------------------------------------
     def sync(self) -> None:
-        """Plant a barrier and absorb every event queued before it."""
+        """Plant a barrier and absorb every event queued before it.
+
+        A barrier planted while the kernel queue is full is dropped (the kernel queues an
+        overflow marker instead), so after an overflow, and whenever the queue has been
+        silent for a while, another barrier is planted; any of them coming out will do."""
+        first = self._plant()
+        if first is None:
+            return
+        deadline = time.monotonic() + self.barrier_timeout
+        replant = time.monotonic() + REPLANT_S
+        while True:
+            now = time.monotonic()
+            try:
+                item = self.sink.get(timeout=max(0.0, min(deadline, replant) - now))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    self._give_up("the barrier event did not arrive")
+                    return
+                if self._plant() is None:
+                    return
+                replant = time.monotonic() + REPLANT_S
+                continue
+            if isinstance(item, Job):
+                self.deferred.append(item)
+            elif item.kind == "barrier":
+                if item.token >= first:
+                    return
+            else:
+                self.absorb(item)
+                if item.kind == "overflow" and self._plant() is None:
+                    return
+
+    def _plant(self) -> int | None:
         token = next(self.tokens)
         try:
             self.source.plant_barrier(token)
         except OSError as exc:
             self._give_up(f"cannot plant a barrier: {exc}")
-            return
-        deadline = time.monotonic() + self.barrier_timeout
-        while True:
-            try:
-                item = self.sink.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                self._give_up("the barrier event did not arrive")
-                return
-            if isinstance(item, Job):
-                self.deferred.append(item)
-            elif item.kind == "barrier":
-                if item.token >= token:
-                    return
-            else:
-                self.absorb(item)
+            return None
+        return token
 
     def drain(self) -> None:
         """Absorb whatever is queued now, without waiting (idle time)."""
@@ -184,8 +204,9 @@ class Engine:
         return ignored
 
     def _give_up(self, why: str) -> None:
+        """Events may be missing or late: a rescan decides, and its changes are unknown."""
         self.log.warning("%s: falling back to a full scan", why)
-        self.rescan_reason = why
+        self.rescan_reason, self.lost = why, True
 
     # --- snapshots ----------------------------------------------------------------------
     def tree_now(self) -> TreeResult:
@@ -207,7 +228,8 @@ class Engine:
             return self._full_scan(why)
 
     def _full_scan(self, why: str, baseline: str | None = None) -> TreeResult:
-        old = baseline or (self.tree.tree if self.tree is not None else None)
+        # When events were lost, everything not yet recorded is in doubt.
+        old = baseline or self.recorded_tree or (self.tree.tree if self.tree else None)
         result = self.snap.write_tree()
         self.counts["full_scans"] += 1
         if self.lost and old is not None:
