@@ -105,7 +105,13 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
         echo(f"  {line}")
 
 
-CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core]
+def _chapter_daemon(echo: Echo, repo: Path, guard: Guard) -> None:
+    from gitguard.demo_daemon import chapter_daemon
+
+    chapter_daemon(echo, repo, guard)
+
+
+CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, _chapter_daemon]
 
 
 def run(echo: Echo, keep: bool = False) -> None:
