@@ -16,14 +16,16 @@ Byte-exact output travels as text with surrogate escapes (JSON escapes them).
 
 from __future__ import annotations
 
-import base64
+import _socket  # not `socket`: that module pulls in selectors and enum, ~3 ms per call
 import errno
 import json
 import os
-import socket
 import struct
-from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: `typing` costs milliseconds to import
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 SOCKET_NAME = "daemon.sock"
 PID_NAME = "daemon.pid"
@@ -86,7 +88,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
             timeout: float = 300.0) -> dict[str, Any]:
     """Send one request; Unreachable when no daemon took it, Broken when it took it and
     did not answer."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     dir_fd = -1
     try:
         sock.settimeout(2.0)
@@ -99,7 +101,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         except OSError as exc:
             raise Unreachable(f"no daemon at {store}: {exc.strerror}") from None
         peer_pid, peer_uid, _ = struct.unpack("3i", sock.getsockopt(
-            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            _socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i")))
         if peer_uid != os.getuid():
             raise Unreachable("the daemon socket belongs to another user")
         if peer_pid == os.getpid():
@@ -107,7 +109,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         payload = json.dumps({"op": op, "args": dict(args or {})}, ensure_ascii=True).encode()
         try:
             sock.sendall(payload)
-            sock.shutdown(socket.SHUT_WR)
+            sock.shutdown(_socket.SHUT_WR)
         except OSError as exc:
             if exc.errno in (errno.EPIPE, errno.ECONNRESET):
                 raise Unreachable("the daemon closed the connection") from None
@@ -140,8 +142,12 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
 
 
 def cli_args(argv: list[str], cwd: str, stdin: bytes | None) -> dict[str, Any]:
-    return {"argv": argv, "cwd": cwd, "env": dict(os.environ),
-            "stdin": base64.b64encode(stdin).decode() if stdin is not None else None}
+    encoded = None
+    if stdin is not None:
+        import base64
+
+        encoded = base64.b64encode(stdin).decode()
+    return {"argv": argv, "cwd": cwd, "env": dict(os.environ), "stdin": encoded}
 
 
 def out_bytes(text: object) -> bytes:
