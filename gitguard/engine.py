@@ -14,6 +14,7 @@ start, whatever differs from it changed while nobody watched and is `unknown`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import logging
@@ -91,9 +92,9 @@ class Engine:
         """Watch first, then scan: a change made during the scan is seen either way."""
         self.source.start()
         with self.store.writing():
-            baseline = self._baseline()
-            self.lost = baseline is not None
-            self._full_scan("start", baseline)
+            baselines = self._baselines()
+            self.lost = bool(baselines)
+            self._full_scan("start", baselines)
             self._reopen_windows()
 
     def stop(self) -> None:
@@ -227,14 +228,18 @@ class Engine:
             self.sync()
             return self._full_scan(why)
 
-    def _full_scan(self, why: str, baseline: str | None = None) -> TreeResult:
-        # When events were lost, everything not yet recorded is in doubt.
-        old = baseline or self.recorded_tree or (self.tree.tree if self.tree else None)
+    def _full_scan(self, why: str, baselines: list[str] | None = None) -> TreeResult:
+        # When events were lost, everything not yet recorded is in doubt; at start, what
+        # changed since every tree we know of (ours, and the newest checkpoint's).
+        known = self.recorded_tree or (self.tree.tree if self.tree else None)
+        olds = baselines or ([known] if known else [])
         result = self.snap.write_tree()
         self.counts["full_scans"] += 1
-        if self.lost and old is not None:
-            paths = [c.path for c in diff_trees(self.repo, old, result.tree)]
-            self.persist(self.tracker.lost(paths, time.time()))
+        if self.lost and olds:
+            doubtful = set.intersection(*({c.path for c in diff_trees(self.repo, old,
+                                                                      result.tree)}
+                                          for old in olds))
+            self.persist(self.tracker.lost(doubtful, time.time()))
             self.recorded_tree = result.tree
         elif self.recorded_tree is None:
             self.recorded_tree = result.tree
@@ -342,21 +347,21 @@ class Engine:
         self.counts["records"] += len(written)
 
     # --- daemon.state -------------------------------------------------------------------
-    def _baseline(self) -> str | None:
-        """The last tree whose changes are all recorded, else the newest checkpoint's."""
+    def _baselines(self) -> list[str]:
+        """Trees whose changes are known: the last one the daemon recorded up to, and the
+        newest checkpoint's (calls made through the CLI while no daemon ran)."""
+        found: list[str] = []
         try:
             tree = json.loads(self.state_path.read_text())["tree"]
             if isinstance(self.repo.get(tree), pygit2.Tree):
-                return str(tree)
+                found.append(str(tree))
         except (OSError, ValueError, KeyError, TypeError):
             pass
         row = checkpoints.read_index(self.store).latest()
-        if row is None:
-            return None
-        try:
-            return self.snap.tree_of(row.snapshot_commit)
-        except KeyError:
-            return None
+        if row is not None:
+            with contextlib.suppress(KeyError):
+                found.append(self.snap.tree_of(row.snapshot_commit))
+        return found
 
     def _save_state(self) -> None:
         if self.recorded_tree is None:

@@ -232,3 +232,18 @@ def test_pure_rules() -> None:
     assert is_declared_only("Edit", {"file_path": "a"}, ["a"])
     assert not is_declared_only("Bash", {"command": "x"}, ["a"])
     assert not is_declared_only("Edit", {"file_path": "a"}, [])
+
+
+def test_calls_made_without_the_daemon_are_not_unknown_at_its_next_start(repo: Path) -> None:
+    from gitguard.api import Guard
+
+    first = Scripted(repo)
+    first.stop()
+    plain = Guard.open(repo)                   # no daemon: the CLI's own call boundaries
+    call = plain.begin_call("Write", {"file_path": "by_call.txt"}, writes=["by_call.txt"])
+    (repo / "by_call.txt").write_text("the call wrote this\n")
+    plain.end_call(call.call_id, "succeeded")
+    (repo / "after.txt").write_text("after the last checkpoint, nobody watching\n")
+    second = Scripted(repo)
+    assert second.latest() == {"after.txt": ("user", "unknown")}
+    second.stop()

@@ -54,6 +54,51 @@ def test_start_status_stop_and_a_second_start(repo: Path, state_of: GitState) ->
     state_of.assert_unchanged(repo)
 
 
+def test_sigterm_stops_the_daemon_cleanly(repo: Path) -> None:
+    gg(repo, "daemon", "start")
+    store = store_of(repo)
+    pid = client.pid_of(str(store))
+    assert pid is not None
+    (repo / "late.txt").write_text("seen just before the signal\n")
+    os.kill(pid, signal.SIGTERM)
+    wait_for("the daemon to exit", lambda: not alive(pid))
+    assert not (store / "daemon.sock").exists() and not (store / "daemon.pid").exists()
+    assert json.loads(gg(repo, "daemon", "status", "--json").stdout)["stalePid"] is None
+    assert (store / "daemon.log").read_text().rstrip().endswith("stopped")
+    assert owners(repo)["late.txt"] == ("user", "window"), "recorded on the way out"
+
+
+@pytest.mark.parametrize("kind", ["plain directory", "linked worktree"])
+def test_other_kinds_of_workspace(repo: Path, tmp_path: Path, kind: str) -> None:
+    if kind == "plain directory":
+        where = tmp_path / "plain"
+        where.mkdir()
+        (where / "notes.txt").write_text("mine\n")
+    else:
+        where = tmp_path / "wt"
+        git(repo, "worktree", "add", "-q", str(where), "-b", "side")
+    gg(where, "daemon", "start")
+    store = Guard.open(where).store
+    pid = client.pid_of(str(store.root))
+    try:
+        gg(where, "call", "begin", "--tool", "Write", "--input", '{"file_path": "out.txt"}',
+           "--writes", "out.txt")
+        (where / "out.txt").write_text("agent\n")
+        gg(where, "call", "end", "call_1", "--status", "succeeded")
+        client.request(str(store.root), "flush")
+        found = {p: (r.owner, r.confidence) for p, r in attrlog.latest(store).items()}
+        assert found == {"out.txt": ("call_1", "exact")}
+        served = client.request(str(store.root), "status")["result"]
+        assert served["incremental"] >= 2 and served["full_scans"] == 1
+    finally:
+        gg(where, "daemon", "stop")
+    assert pid is not None
+    wait_for("the daemon to end", lambda: not alive(pid))
+    status = json.loads(gg(where, "status", "--json").stdout)
+    assert [d["path"] for d in status["dirty"]] == ["out.txt"] if kind == "plain directory" \
+        else "out.txt" in [d["path"] for d in status["dirty"]]
+
+
 def test_real_filesystem_attribution(repo: Path, state_of: GitState) -> None:
     with running_daemon(repo):
         (repo / "README.md").write_text("# the user, before any call\n")
