@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import json
 import logging
 import os
 import queue
@@ -270,7 +271,8 @@ class Daemon:
         try:
             if op == "hook.claude_code":
                 result = handle(self.guard, dict(args.get("payload") or {}))
-                return {"exit": 0, "result": result}
+                return {"exit": 0, "result": result, "stderr": "",
+                        "stdout": json.dumps(result, ensure_ascii=False)}
             code, output = handle(self.guard, str(args.get("name")),
                                   [str(a) for a in args.get("args") or []],
                                   base64.b64decode(args.get("stdin") or ""))

@@ -325,6 +325,8 @@ class Engine:
         A verdict on a directory (deleted, moved away) covers the files below it."""
         if self.tree is None:
             return
+        # User changes still pending are recorded too: the recorded tree moves past them.
+        verdicts = [*self.tracker.flush_user(), *verdicts]
         current = self.tree.tree
         changed = [c.path for c in diff_trees(self.repo, self.recorded_tree or current, current)]
         by_path = {v.path: v for v in verdicts}

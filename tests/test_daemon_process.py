@@ -3,6 +3,7 @@ concurrency, and the thin client's contract (same output, no heavy imports)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -313,6 +314,16 @@ def test_the_python_api_goes_through_the_daemon(repo: Path) -> None:
             guard.end_call(entry.call_id, "succeeded")
         served = request(repo, "status")["result"]
         assert served["records"] >= 1 and served["incremental"] >= 2
+        # Unknown ops and missing integration handlers answer "fall back".
+        with pytest.raises(client.Unreachable, match="unknown op"):
+            request(repo, "no.such.op")
+        for op, module, args in (("hook.git", "git_hooks", {"name": "post-commit"}),
+                                 ("hook.claude_code", "claude_code", {"payload": {}})):
+            if importlib.util.find_spec(f"gitguard.integrations.{module}") is None:
+                with pytest.raises(client.Unreachable, match="not available"):
+                    request(repo, op, **args)
+        with pytest.raises(client.Unreachable, match="another workspace"):
+            request(repo, "call.begin", argv=["call", "begin", "--tool", "x"], cwd="/", env={})
 
 
 def test_the_daemon_packs_loose_objects(repo: Path) -> None:
