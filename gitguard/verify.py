@@ -14,7 +14,7 @@ def problems(store: Store, snap: Snapshotter) -> list[str]:
     found: list[str] = []
     if not store.exists():
         return found
-    for journal in store.journals:
+    for journal in (*store.journals, store.attribution_path):
         try:
             read = durable.read_jsonl(journal)
         except CorruptRecord as exc:

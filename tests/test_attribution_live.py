@@ -247,3 +247,15 @@ def test_calls_made_without_the_daemon_are_not_unknown_at_its_next_start(repo: P
     second = Scripted(repo)
     assert second.latest() == {"after.txt": ("user", "unknown")}
     second.stop()
+
+
+def test_verify_checks_the_attribution_records(live: Scripted) -> None:
+    live.write("a.txt", "a\n")
+    live.write("b.txt", "b\n")
+    live.flush()
+    path = live.store.attribution_path
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 2
+    path.write_bytes(lines[0].replace(b'"a.txt"', b'"A.txt"') + lines[1])
+    proc = gg(live.repo, "verify", check=False)
+    assert proc.returncode == 1 and "attribution.jsonl line 1" in proc.stdout
