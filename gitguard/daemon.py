@@ -44,6 +44,8 @@ from gitguard.workspace import NON_GIT_STORE, Workspace, discover
 
 DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is quiet this long
 PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted
+IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays near zero)
+BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
 
 
 class DaemonGuard(Guard):
@@ -95,6 +97,7 @@ class Daemon:
         self.start_ms = 0.0
         self.last_pack_check = 0.0
         self.calls_since_pack = 0
+        self.backoff_until = 0.0
 
     # --- life -------------------------------------------------------------------------
     def start(self, serve_socket: bool = True) -> None:
@@ -131,18 +134,27 @@ class Daemon:
 
     def _timeout(self) -> float:
         engine = self.engine
+        now = time.monotonic()
+        if now < self.backoff_until:
+            return self.backoff_until - now
         if engine.tracker.outside or engine.rescan_reason:
-            return max(0.0, engine.last_event + DEBOUNCE_S - time.monotonic())
-        return 5.0
+            return max(0.0, engine.last_event + DEBOUNCE_S - now)
+        return IDLE_WAKE_S
 
     def idle(self) -> None:
+        """Quiet for a moment: rescan if one is due, record the user's changes, pack."""
         engine = self.engine
-        if engine.rescan_reason == "overflow":
-            engine.rescan("overflow")
-        if engine.tracker.outside and time.monotonic() - engine.last_event >= DEBOUNCE_S:
-            engine.flush_user()
-        if time.monotonic() - self.last_pack_check >= PACK_CHECK_S and self.calls_since_pack:
-            self.pack()
+        try:
+            if engine.rescan_reason:
+                engine.rescan(engine.rescan_reason)
+            if engine.tracker.outside and time.monotonic() - engine.last_event >= DEBOUNCE_S:
+                engine.flush_user()
+            if (time.monotonic() - self.last_pack_check >= PACK_CHECK_S
+                    and self.calls_since_pack):
+                self.pack()
+        except Exception:  # noqa: BLE001 - logged; retried later instead of spinning
+            self.log.exception("idle work failed; retrying in %.0f s", BACKOFF_S)
+            self.backoff_until = time.monotonic() + BACKOFF_S
 
     def pack(self) -> dict[str, Any]:
         self.last_pack_check = time.monotonic()

@@ -84,6 +84,14 @@ class PathFilter:
             return None
         return rel
 
+    def unwatched(self, directory: bytes) -> bool:
+        """Directories never watched: `.git` (any depth) and the store. Our own object and
+        journal writes would otherwise come back as events on every call."""
+        if not directory.startswith(self.prefix):
+            return False
+        parts = directory[len(self.prefix):].split(b"/")
+        return parts[0] in self.skip_names or b".git" in parts
+
 
 class Barriers:
     """Plants and recognises barrier events for a workspace."""
@@ -93,11 +101,13 @@ class Barriers:
         self.store = store
         self.in_tree = store.resolve().is_relative_to(root.resolve())
         self.gitfile = root / ".git"
-        self.file_prefix = os.fsencode(store / BARRIER_PREFIX)
+        # The one directory watched inside `.git` or the store: nothing else is written there.
+        self.dir = store / "barrier"
+        self.file_prefix = os.fsencode(self.dir / BARRIER_PREFIX)
 
     def plant(self, token: int) -> None:
         if self.in_tree:
-            path = self.store / f"{BARRIER_PREFIX}{token}"
+            path = self.dir / f"{BARRIER_PREFIX}{token}"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.close(fd)
             os.unlink(path)
@@ -151,6 +161,8 @@ class WatchdogSource:
 
         mask = Mask(C.IN_CREATE | C.IN_MODIFY | C.IN_CLOSE_WRITE | C.IN_ATTRIB | C.IN_DELETE
                     | C.IN_MOVED_FROM | C.IN_MOVED_TO | C.IN_DELETE_SELF)
+        if self.barriers.in_tree:
+            self.barriers.dir.mkdir(mode=0o700, exist_ok=True)
         fd = InotifyFD()
         fd.start()
         try:
@@ -269,6 +281,26 @@ def _group_class() -> Any:
             assert self.source is not None
             self.source.overflowed()
             super().on_queue_overflow()
+
+        def _add_all_callbacks(self, path: bytes) -> None:
+            """watchdog's recursive walk, minus `.git` and the store (plus the barrier
+            directory, which lives there); also run after an overflow and for new or
+            moved-in directories."""
+            assert self.source is not None
+            unwatched = self.source.filter.unwatched
+            if unwatched(path):
+                return
+            self._add_callback(path)
+            if path == self.path and self.source.barriers.in_tree:
+                self._add_callback(os.fsencode(self.source.barriers.dir))
+            if not os.path.isdir(path):
+                return
+            for top, dirnames, _ in os.walk(path):
+                dirnames[:] = [d for d in dirnames if not unwatched(os.path.join(top, d))]
+                for name in dirnames:
+                    full = os.path.join(top, name)
+                    if not os.path.islink(full):
+                        self._add_callback(full)
 
     return Group
 

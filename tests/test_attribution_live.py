@@ -259,3 +259,17 @@ def test_verify_checks_the_attribution_records(live: Scripted) -> None:
     path.write_bytes(lines[0].replace(b'"a.txt"', b'"A.txt"') + lines[1])
     proc = gg(live.repo, "verify", check=False)
     assert proc.returncode == 1 and "attribution.jsonl line 1" in proc.stdout
+
+
+def test_a_changed_gitignore_rescans_so_newly_unignored_files_appear(live: Scripted) -> None:
+    assert (live.repo / ".env").exists()
+    call = live.guard.begin_call("Bash", {"command": "sed -i /env/d .gitignore"})
+    live.write(".gitignore", "build/\n*.log\n")          # .env is no longer ignored
+    assert live.daemon.engine.rescan_reason is None
+    live.daemon.engine.drain()
+    assert live.daemon.engine.rescan_reason == ".gitignore changed"
+    live.daemon.idle()                                  # quiet: the rescan runs now
+    assert live.daemon.engine.rescan_reason is None
+    done = live.guard.end_call(call.call_id, "succeeded")
+    assert {p.path for p in done.file_patches} == {".gitignore", ".env"}
+    assert live.daemon.engine.counts["full_scans"] == 2
