@@ -156,16 +156,26 @@ def test_a_forced_overflow_rescans_and_marks_unknown(repo: Path, tmp_path: Path)
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     with running_daemon(repo) as pid:
         (repo / "bulk").mkdir()
+        request(repo, "flush")          # the daemon has seen bulk/ and watches it
         os.kill(pid, signal.SIGSTOP)    # the daemon cannot read: the kernel queue fills up
         try:
-            for i in range(limit // 2 + 100):       # a modify and a close-write each
-                (repo / "bulk" / f"f{i % 10}").write_text(str(i))
+            here = repo / "bulk" / "a"
+            here.write_text("moved about\n")
+            for _ in range(limit // 2 + 100):       # a moved-from and a moved-to each
+                there = here.with_name("b" if here.name == "a" else "a")
+                os.rename(here, there)
+                here = there
+            for i in range(10):                     # dropped: the queue is full
+                (repo / "bulk" / f"f{i}").write_text(str(i))
         finally:
             os.kill(pid, signal.SIGCONT)
         request(repo, "flush")
-        assert "overflow" in (store_of(repo) / "daemon.log").read_text()
+        log = (store_of(repo) / "daemon.log").read_text()
+        assert "the kernel event queue overflowed" in log
         found = owners(repo)
-        assert {found[f"bulk/f{i}"] for i in range(10)} == {("user", "unknown")}
+        records = (store_of(repo) / "attribution.jsonl").read_text()
+        assert {found[f"bulk/f{i}"] for i in range(10)} == {("user", "unknown")}, log + records
+        assert found[f"bulk/{here.name}"] == ("user", "unknown")
         made = json.loads(gg(repo, "checkpoint", "--json").stdout)
         tree = git(repo, "rev-parse", f"{made['snapshotCommit']}^{{tree}}").strip()
         assert tree == full_scan_tree(repo, tmp_path)
