@@ -51,7 +51,7 @@ def test_start_status_stop_and_a_second_start(repo: Path, state_of: GitState) ->
             "running": True, "pid": pid}
     assert "not running" in gg(repo, "daemon", "status").stdout
     assert "not running" in gg(repo, "daemon", "stop").stdout
-    assert "watching" in (store_of(repo) / "daemon.log").read_text()
+    assert f"watching {repo}" in (store_of(repo) / "daemon.log").read_text()
     state_of.assert_unchanged(repo)
 
 
@@ -195,7 +195,8 @@ def test_a_killed_daemon_is_recovered_and_its_downtime_is_unknown(repo: Path) ->
         (repo / "down.txt").write_text("created while no daemon ran\n")
         started = json.loads(gg(repo, "daemon", "start", "--json").stdout)
         assert started["stalePid"] == pid and started["pid"] != pid
-        assert "recovered" in (store_of(repo) / "daemon.log").read_text()
+        assert (f"recovered: the previous daemon (pid {pid}) was gone"
+                in (store_of(repo) / "daemon.log").read_text())
         found = owners(repo)
         assert found["before.txt"] == ("user", "unknown")
         assert found["down.txt"] == ("user", "unknown")
