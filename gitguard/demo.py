@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo_daemon import chapter_daemon
+from gitguard.demo_resume import chapter_resume
 
 Echo = Callable[[str], None]
 
@@ -105,13 +107,8 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
         echo(f"  {line}")
 
 
-def _chapter_daemon(echo: Echo, repo: Path, guard: Guard) -> None:
-    from gitguard.demo_daemon import chapter_daemon
-
-    chapter_daemon(echo, repo, guard)
-
-
-CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, _chapter_daemon]
+CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, chapter_resume,
+                                                       chapter_daemon]
 
 
 def run(echo: Echo, keep: bool = False) -> None:

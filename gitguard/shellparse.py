@@ -109,10 +109,9 @@ def _match_paren(src: str, i: int) -> int:
         c = src[i]
         if c == "\\":
             i += 1
-        elif c == "'":
-            i = src.find("'", i + 1)
-            if i < 0:
-                return -1
+        elif c == "'":  # an apostrophe in a here-document may never close: then it is text
+            close = src.find("'", i + 1)
+            i = i if close < 0 else close
         elif c == '"':
             i += 1
             while i < n and src[i] != '"':
@@ -410,12 +409,13 @@ class _Collector:
             argv = []
         if argv or writes:
             self.commands.append(SimpleCommand(tuple(argv), wrappers, writes, stdin))
-        opts = _EXEC_OPTS.get(name, frozenset())
-        for i, a in enumerate(argv):
-            if a in opts:  # `find … -exec rm {} ;` also runs rm
-                tail = argv[i + 1 :]
-                stop = next((j for j, t in enumerate(tail) if t in (";", "+")), len(tail))
-                self.resolve(tail[:stop], wrappers, (), None, depth + 1)
+        opts, i = _EXEC_OPTS.get(name, frozenset()), 0
+        while i < len(argv):  # `find … -exec rm {} ;` also runs rm
+            if argv[i] in opts:
+                end = next((j for j in range(i + 1, len(argv)) if argv[j] in (";", "+")), len(argv))
+                self.resolve(argv[i + 1 : end], wrappers, (), None, depth + 1)
+                i = end
+            i += 1
 
 
 def split_commands(line: str) -> ParsedLine:

@@ -9,9 +9,11 @@ from gitguard.commands.checkpoint import checkpoint, checkpoints
 from gitguard.commands.daemon import daemon
 from gitguard.commands.demo import demo
 from gitguard.commands.query import diff, ledger, status, verify
+from gitguard.commands.recovery import explain, reconcile, resume
 from gitguard.commands.session import init, session
 
 COMMANDS: list[click.Command] = [
     init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
+    resume, explain, reconcile,
     daemon,
 ]
