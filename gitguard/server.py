@@ -7,6 +7,7 @@ processes run one at a time, in arrival order, on the thread that owns pygit2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -55,7 +56,6 @@ class SocketServer:
             os.close(dir_fd)
         os.chmod(self.path, 0o600)
         sock.listen(64)
-        sock.settimeout(0.5)
         self._sock = sock
         self._accept = threading.Thread(target=self._serve, name="gitguard-accept")
         self._accept.start()
@@ -70,6 +70,10 @@ class SocketServer:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._sock is not None:
+            # Wakes the blocking accept (no polling: an idle daemon should not wake up).
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
         if self._accept is not None:
             self._accept.join(timeout=10)
         with self._lock:
@@ -85,8 +89,6 @@ class SocketServer:
         while not self._stopping.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
             except OSError:
                 if self._stopping.is_set():
                     return
