@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import (  # noqa: F401 - importing registers their cases
     anchors,
+    cases_daemon,
     cases_hooks,
     cases_resume,
     cases_rollback,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo_daemon import chapter_daemon
 from gitguard.demo_hooks import chapter_hooks
 from gitguard.demo_resume import chapter_resume
 from gitguard.demo_rollback import chapter_rollback
@@ -111,6 +112,7 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
 
 CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [
     chapter_core, chapter_rollback, chapter_resume, chapter_storage, chapter_hooks,
+    chapter_daemon,
 ]
 
 

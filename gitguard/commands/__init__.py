@@ -6,6 +6,7 @@ import click
 
 from gitguard.commands.call import call
 from gitguard.commands.checkpoint import checkpoint, checkpoints
+from gitguard.commands.daemon import daemon
 from gitguard.commands.demo import demo
 from gitguard.commands.hooks import hook, hooks
 from gitguard.commands.integrate import integrate
@@ -22,4 +23,5 @@ COMMANDS: list[click.Command] = [
     *STORAGE_COMMANDS,
     hooks, hook, integrate, run,
     rollback_files, restore_session, compensate, conflicts,
+    daemon,
 ]
