@@ -35,6 +35,9 @@ class Store:
         self.conflicts_path = self.root / "conflicts.json"
         self.stat_index = self.root / "stat.index"
         self.meta_path = self.root / "store.json"
+        # Not among `journals` (repaired under every lock): it grows with every changed
+        # path, so its writer repairs it alone (attrlog.append).
+        self.attribution_path = self.root / "attribution.jsonl"
         self.lock = durable.StoreLock(self.root / "lock")
 
     @property

@@ -38,7 +38,7 @@ def report(store: Store, snap: Snapshotter) -> Report:
     if not store.exists():
         return found
     journals: dict[str, list[dict[str, Any]]] = {}
-    for journal in store.journals:
+    for journal in (*store.journals, store.attribution_path):
         try:
             read = durable.read_jsonl(journal)
         except CorruptRecord as exc:
