@@ -196,8 +196,9 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
     calls = tuple(v for v in views if v.entry.status == "uncertain" or (
         v.entry.status not in OPEN_STATUSES
         and (horizon is None or state.first_seq.get(v.entry.call_id, 0) > horizon)))
-    finished = [v.entry for v in views
-                if v.entry.status in ("succeeded", "failed") and not never_started(v.entry)]
+    # gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
+    finished = [v.entry for v in views if v.entry.status in ("succeeded", "failed")
+                and not never_started(v.entry) and not v.entry.tool_name.startswith("gitguard.")]
     found = choice.checkpoint
     last_step = finished[-1].step_id if finished else (found.step_id if found else None)
     do_not_repeat = tuple(v for v in views if not v.verdict.replayable)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 
-# Every named fault point in gitguard. The kill matrix proves each is reached (the process
-# must die with SIGKILL there); the kill loop arms them at random. Rollback's points
-# (rollback.after_safety, rollback.mid_apply) join when rollback lands on main.
+# The fault points the kill loop arms at random: those its operations (calls, checkpoints,
+# resume, reconcile) can reach. The kill matrix covers every point in the code.
 LEDGER_POINTS = tuple(f"ledger.{when}_{status}" for status in
                       ("planned", "started", "succeeded", "failed", "uncertain")
                       for when in ("before", "after"))
@@ -23,6 +23,20 @@ KNOWN_POINTS: tuple[str, ...] = (
     "resume.before_checkpoint", "resume.after_checkpoint", "resume.after_mark",
     "resume.before_done",
 )
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fault_points_in_source() -> set[str]:
+    """Every fault point the package names: literal `faults.point("...")` / `faults.active`
+    calls, and the ledger's `ledger.{before,after}_<status>` points."""
+    found: set[str] = set()
+    for path in (ROOT / "gitguard").rglob("*.py"):
+        found.update(re.findall(r'faults\.(?:point|active)\("([^"]+)"\)', path.read_text()))
+    ledger = (ROOT / "gitguard" / "ledger.py").read_text()
+    assert 'faults.point(f"ledger.before_{entries[-1].status}")' in ledger
+    return found | set(LEDGER_POINTS)
+
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test User", "GIT_AUTHOR_EMAIL": "user@example.com",
            "GIT_COMMITTER_NAME": "Test User", "GIT_COMMITTER_EMAIL": "user@example.com",

@@ -5,54 +5,91 @@ that `gitguard verify` passes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pygit2
 import pytest
-from crashkit import KNOWN_POINTS, git, make_repo, scratch_root, user_git_state, workspace_files
+from crashkit import (
+    KNOWN_POINTS,
+    fault_points_in_source,
+    git,
+    make_repo,
+    scratch_root,
+    user_git_state,
+    workspace_files,
+)
 
-from gitguard import verify
+from gitguard import packing, verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
 
 PUBLISH = {"command": "npm publish"}
 JOURNALS = ("ledger.jsonl", "checkpoints/index.jsonl", "trace.jsonl")
+GC_ENV = {"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "2"}   # gc prunes here
 
 
-def setup_begin(guard: Guard, repo: Path) -> None:
+def setup_begin(guard: Guard, repo: Path) -> dict[str, str]:
     guard.start_session("s1")
     with guard.tool_call("Write", {"file_path": "a.txt"}, writes=["a.txt"]):
         (repo / "a.txt").write_text("agent\n")
     (repo / "notes.txt").write_text("the user's notes\n")   # the next snapshot is a new commit
+    return {}
 
 
-def setup_started(guard: Guard, repo: Path) -> None:
+def setup_started(guard: Guard, repo: Path) -> dict[str, str]:
     setup_begin(guard, repo)
     guard.begin_call("Bash", PUBLISH, call_id="call_2")
     (repo / "build" / "pkg.tgz").write_bytes(b"tarball")
     (repo / "CHANGELOG.md").write_text("1.0.0\n")
+    return {}
 
 
-def setup_uncertain(guard: Guard, repo: Path) -> None:
+def setup_uncertain(guard: Guard, repo: Path) -> dict[str, str]:
     setup_started(guard, repo)
     guard.resume()
+    return {}
 
 
-def setup_manual(guard: Guard, repo: Path) -> None:
+def setup_manual(guard: Guard, repo: Path) -> dict[str, str]:
     setup_begin(guard, repo)
     (repo / "notes.txt").write_text("more notes\n")
+    return {}
+
+
+def setup_published(guard: Guard, repo: Path) -> dict[str, str]:
+    """call_1 wrote a.txt, call_2 published and wrote CHANGELOG.md, the user wrote notes."""
+    setup_started(guard, repo)
+    guard.end_call("call_2", "succeeded", "+ pkg@1.0.0")
+    return {"target": guard.ledger()[0].pre_checkpoint_id or ""}
+
+
+def setup_long(guard: Guard, repo: Path) -> dict[str, str]:
+    """Enough checkpoints for gc to prune, and a pack of ours for it to merge."""
+    setup_published(guard, repo)
+    for n in range(3):
+        with guard.tool_call("Edit", {"file_path": "src/app.py", "n": n}, writes=["src/app.py"]):
+            (repo / "src" / "app.py").write_text(f"def main():\n    return {n}\n")
+    packing.pack_gitguard_objects(guard.store)
+    return {}
 
 
 @dataclass(frozen=True)
 class Scenario:
-    setup: Callable[[Guard, Path], None]
-    argv: tuple[str, ...]
+    setup: Callable[[Guard, Path], dict[str, str]]
+    argv: tuple[str, ...]                      # `$name` is filled from what setup returns
+    env: dict[str, str] = field(default_factory=dict)
+    journals: tuple[str, ...] = JOURNALS       # append-only files in this command
+    writes_workspace: bool = False             # rollback: it is the command's job
+    own_tool: str | None = None                # gitguard's own ledger entry, if it makes one
 
 
 SCENARIOS = {
@@ -65,6 +102,10 @@ SCENARIOS = {
     "resume": Scenario(setup_started, ("resume",)),
     "reconcile": Scenario(setup_uncertain, ("reconcile", "call_2", "--status", "succeeded")),
     "checkpoint": Scenario(setup_manual, ("checkpoint", "--step", "step_9")),
+    "rollback": Scenario(setup_published, ("rollback-files", "--to", "$target"),
+                         writes_workspace=True, own_tool="gitguard.rollback_files"),
+    # gc rewrites the index and trims the trace on purpose; the ledger stays append-only.
+    "gc": Scenario(setup_long, ("gc",), env=GC_ENV, journals=("ledger.jsonl",)),
 }
 
 # (fault point, scenario, status of call_2 after resume; None: it never reached the ledger)
@@ -108,7 +149,15 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("snapshot.before_ref", "checkpoint", None),
     ("checkpoint.before_index", "checkpoint", None),
     ("checkpoint.after_index", "checkpoint", None),
+    ("rollback.after_safety", "rollback", "succeeded"),
+    ("rollback.mid_apply", "rollback", "succeeded"),
+    ("gc.after_temp_refs", "gc", "succeeded"),
+    ("gc.after_index", "gc", "succeeded"),
+    ("gc.after_refs", "gc", "succeeded"),
+    ("pack.before_delete", "gc", "succeeded"),
 ]
+# What gitguard's own entry is after resume: a rollback killed mid-apply had started writing.
+OWN_STATUS = {"rollback.after_safety": None, "rollback.mid_apply": "uncertain"}
 
 
 @pytest.fixture(scope="module")
@@ -118,47 +167,65 @@ def scratch() -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def run_cli(repo: Path, *args: str, fault: str | None = None
+def run_cli(repo: Path, *args: str, fault: str, env: dict[str, str]
             ) -> subprocess.CompletedProcess[str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "GITGUARD_FAULT"}
-    if fault:
-        env["GITGUARD_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "gitguard", *args], cwd=repo, env=env,
+    full = {k: v for k, v in os.environ.items() if k != "GITGUARD_FAULT"}
+    full.update(env, GITGUARD_FAULT=fault)
+    return subprocess.run([sys.executable, "-m", "gitguard", *args], cwd=repo, env=full,
                           capture_output=True, text=True)
 
 
-def journals(repo: Path) -> dict[str, bytes]:
+def journals(repo: Path, names: tuple[str, ...]) -> dict[str, bytes]:
     root = repo / ".git" / "gitguard"
     return {name: (root / name).read_bytes() if (root / name).exists() else b""
-            for name in JOURNALS}
+            for name in names}
+
+
+def assert_safety_holds(guard: Guard, before: dict[str, str], after: dict[str, str]) -> None:
+    """Every path a killed rollback changed can come back: its old content is in the
+    pre_rollback checkpoint (DESIGN.md invariant 2)."""
+    changed = [p for p in set(before) | set(after) if before.get(p) != after.get(p)]
+    if not changed:
+        return
+    safety = [r for r in guard.checkpoints() if r.kind == "pre_rollback"][-1]
+    commit = guard.snap.repo.get(safety.snapshot_commit)
+    assert isinstance(commit, pygit2.Commit)
+    for path in changed:
+        if path in before:
+            kept = hashlib.sha256(bytes(guard.snap.repo.get(commit.tree[path].id).data))
+            assert kept.hexdigest() == before[path], f"{path}: the safety checkpoint lost it"
 
 
 @pytest.mark.parametrize(("point", "scenario", "expected"), MATRIX,
                          ids=[f"{s}@{p}" for p, s, _ in MATRIX])
 def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
                              expected: str | None) -> None:
+    plan = SCENARIOS[scenario]
     repo = make_repo(scratch / f"{scenario}-{point}")
     git_state = user_git_state(repo)
     with Guard.open(repo) as guard:
-        SCENARIOS[scenario].setup(guard, repo)
+        values = plan.setup(guard, repo)
+    argv = [values[arg[1:]] if arg.startswith("$") else arg for arg in plan.argv]
     files = workspace_files(repo)
-    acknowledged = journals(repo)
+    acknowledged = journals(repo, plan.journals)
 
-    killed = run_cli(repo, *SCENARIOS[scenario].argv, fault=point)
+    killed = run_cli(repo, *argv, fault=point, env=plan.env)
     assert killed.returncode == -signal.SIGKILL, (
-        f"{point} was never reached by `gitguard {' '.join(SCENARIOS[scenario].argv)}` "
+        f"{point} was never reached by `gitguard {' '.join(argv)}` "
         f"(exit {killed.returncode}): {killed.stderr}")
+    after_kill = workspace_files(repo)
+    if not plan.writes_workspace:
+        assert after_kill == files, "a user file changed"
 
     # Resume runs in this process: one interpreter start per row keeps the matrix fast, and
     # the CLI's resume is covered by test_resume.py.
     with Guard.open(repo) as guard:
         answer = guard.resume().to_json()
 
+    assert workspace_files(repo) == after_kill, "resume changed a workspace file"
     for name, before in acknowledged.items():
-        assert journals(repo)[name].startswith(before), f"{name} lost an acknowledged record"
-    assert workspace_files(repo) == files, "a user file changed"
+        assert journals(repo, plan.journals)[name].startswith(before), \
+            f"{name} lost an acknowledged record"
     assert user_git_state(repo) == git_state, "the user's git state changed"
 
     with Guard.open(repo) as guard:
@@ -168,6 +235,11 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
         assert status == expected
         assert ("call_2" in answer["uncertain"]) == (expected == "uncertain")
         assert ("call_2" in answer["doNotRepeat"]) == (expected in ("uncertain", "succeeded"))
+        if plan.own_tool is not None:
+            own = [e.status for e in entries.values() if e.tool_name == plan.own_tool]
+            assert (own[-1] if own else None) == OWN_STATUS[point]
+        if plan.writes_workspace:
+            assert_safety_holds(guard, files, after_kill)
         checked = verify.report(guard.store, guard.snap)
         assert checked.problems == []
         again = guard.resume().to_json()
@@ -185,5 +257,7 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
     git(repo, "fsck", "--no-progress", "--strict")
 
 
-def test_the_matrix_covers_every_fault_point() -> None:
-    assert set(KNOWN_POINTS) == {point for point, _, _ in MATRIX}
+def test_the_matrix_covers_every_fault_point_in_the_code() -> None:
+    """A new fault point needs a row here; a row for a point the code lost fails too."""
+    assert {point for point, _, _ in MATRIX} == fault_points_in_source()
+    assert set(KNOWN_POINTS) <= fault_points_in_source()
