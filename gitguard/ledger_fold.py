@@ -143,7 +143,7 @@ def _records_at(raw: bytes, spans: list[Span], ledger_path: Path) -> list[dict[s
 def _load(cache: Path, raw: bytes, end: int) -> _Positions | None:
     """The cached positions, if they describe a prefix of exactly these bytes."""
     try:
-        record = durable.decode_line(cache.read_bytes().rstrip(b"\n"))
+        record = durable.decode_line(cache.read_bytes().rstrip(b"\n"), _loads)
     except OSError:
         return None
     if record is None or record.get("foldVersion") != FOLD_VERSION:

@@ -28,7 +28,7 @@ from gitguard.recovery_scan import (
     usable,
     with_incomplete,
 )
-from gitguard.replay import Verdict, verdict
+from gitguard.replay import Verdict, blocks, verdict
 from gitguard.snapshot import TreeResult
 
 if TYPE_CHECKING:
@@ -191,18 +191,18 @@ def _resume_checkpoint(g: Guard, state: ledger.LedgerState, index: checkpoints.I
 
 def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice,
             check: WorkspaceCheck) -> ResumeResult:
-    views = [CallView.of(e) for e in _session_entries(state, session_id)]
+    entries = _session_entries(state, session_id)
     horizon = choice.horizon_seq
-    calls = tuple(v for v in views if v.entry.status == "uncertain" or (
-        v.entry.status not in OPEN_STATUSES
-        and (horizon is None or state.first_seq.get(v.entry.call_id, 0) > horizon)))
+    calls = [e for e in entries if e.status == "uncertain" or (
+        e.status not in OPEN_STATUSES
+        and (horizon is None or state.first_seq.get(e.call_id, 0) > horizon))]
     # gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
-    finished = [v.entry for v in views if v.entry.status in ("succeeded", "failed")
-                and not never_started(v.entry) and not v.entry.tool_name.startswith("gitguard.")]
+    finished = [e for e in entries if e.status in ("succeeded", "failed")
+                and not never_started(e) and not e.tool_name.startswith("gitguard.")]
     found = choice.checkpoint
     last_step = finished[-1].step_id if finished else (found.step_id if found else None)
-    do_not_repeat = tuple(v for v in views if not v.verdict.replayable)
-    shown = _cap_finished(calls)
+    do_not_repeat = tuple(CallView.of(e) for e in entries if blocks(e))
+    shown = tuple(CallView.of(e) for e in _cap_finished(calls))
     facts = recovery_note.NoteFacts(
         checkpoint_id=found.checkpoint_id if found else None, last_completed_step=last_step,
         calls=[c.fact() for c in shown], do_not_repeat=[c.fact() for c in do_not_repeat],
@@ -217,17 +217,17 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
         calls=shown, earlier_calls=len(calls) - len(shown),
-        uncertain=tuple(v.entry.call_id for v in views if v.entry.status == "uncertain"),
+        uncertain=tuple(e.call_id for e in entries if e.status == "uncertain"),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=checkpoints.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
 
 
-def _cap_finished(calls: tuple[CallView, ...]) -> tuple[CallView, ...]:
+def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
     """Every uncertain call, and only the newest finished ones: the note stays readable."""
-    finished = [c for c in calls if c.entry.status != "uncertain"]
-    keep = {id(c) for c in finished[-recovery_note.MAX_FINISHED:]}
-    return tuple(c for c in calls if c.entry.status == "uncertain" or id(c) in keep)
+    finished = [e for e in calls if e.status != "uncertain"]
+    keep = {e.call_id for e in finished[-recovery_note.MAX_FINISHED:]}
+    return [e for e in calls if e.status == "uncertain" or e.call_id in keep]
 
 
 def reconcile(g: Guard, call_id: str, status: str, note: str | None = None) -> ToolLedgerEntry:

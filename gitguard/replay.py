@@ -39,6 +39,13 @@ class Verdict:
     why: str
 
 
+def blocks(entry: ToolLedgerEntry) -> bool:
+    """`not verdict(entry).replayable`, without building the explanation (resume asks this
+    of every call in a long ledger)."""
+    return (entry.status in BLOCKING_STATUSES
+            and effective_policy(entry, entry.replay_policy) != "auto")
+
+
 def verdict(entry: ToolLedgerEntry) -> Verdict:
     """May the agent run this call's tool with this input again without asking anyone?"""
     policy = effective_policy(entry, entry.replay_policy)
