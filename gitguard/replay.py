@@ -28,8 +28,8 @@ def stricter(*policies: ReplayPolicy) -> ReplayPolicy:
 
 def effective_policy(prior: ToolLedgerEntry, requested: ReplayPolicy) -> ReplayPolicy:
     """The policy that governs running `prior`'s tool and input again."""
-    floor: ReplayPolicy = "ask" if prior.idempotency == "non_idempotent" else "auto"
-    return stricter(requested, prior.replay_policy, floor)
+    floor = 1 if prior.idempotency == "non_idempotent" else 0      # at least "ask"
+    return _ORDER[max(_RANK[requested], _RANK[prior.replay_policy], floor)]
 
 
 @dataclass(frozen=True)
