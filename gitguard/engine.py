@@ -8,7 +8,13 @@ overflow, when ignore or attribute rules change, and on request (before a
 restore).
 
 `daemon.state` remembers the last tree whose changes are all recorded: at the next
-start, whatever differs from it changed while nobody watched and is `unknown`.
+start, whatever differs from it and from the newest checkpoint changed while nobody
+watched and is `unknown`.
+
+Known limits: changes to `.git/info/exclude` or a global excludes file are not
+watched (`gitguard daemon` rescans on request); ignored directories are watched
+like any other (their events are dropped here, after an ignore check); a call
+window stays open until the call ends or the ledger says it stopped running.
 """
 
 from __future__ import annotations
