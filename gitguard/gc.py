@@ -258,7 +258,10 @@ def _unreferenced_artifacts(store: Store, files: dict[str, dict[str, Any]],
     blob += json.dumps([f for i, f in files.items() if plan.kept(i)]).encode()
     named = set()
     for match in _ARTIFACT_REF.finditer(blob):
-        text = json.loads(b'"' + match.group(1) + b'"')
+        try:
+            text = json.loads(b'"' + match.group(1) + b'"')
+        except ValueError:  # not JSON after all: take the bytes as they are
+            text = match.group(1).decode(errors="surrogateescape")
         named.update({text, text.split()[0] if text.split() else text})
     limit = time.time() - ARTIFACT_GRACE.total_seconds()
     return sorted(p.name for p in store.artifacts_dir.iterdir()

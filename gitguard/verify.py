@@ -63,18 +63,22 @@ def _unreachable(store: Store, repo: pygit2.Repository,
                  rows: list[CheckpointIndexRow]) -> list[str]:
     """Checkpoints whose snapshot or messages no gitguard ref keeps (git gc would drop them)."""
     reached: set[str] = set()
+    walked_tips: list[pygit2.Oid] = []
     for name in repo.references:
         if not name.startswith("refs/gitguard/"):
             continue
         target = repo.references[name].target
-        if str(target) in reached or not isinstance(repo.get(target), pygit2.Commit):
+        tip = repo.get(target)
+        if str(target) in reached or not isinstance(tip, pygit2.Commit):
             continue
-        for commit in repo.walk(target, pygit2.enums.SortMode.NONE):
-            if str(commit.id) in reached:
-                continue
-            reached.add(str(commit.id))
-            if name.startswith(checkpoints.MESSAGES_REF) or "/messages/" in name:
-                reached |= held_blobs(repo, commit)
+        if "/messages/" in name:
+            # each holder commit's tree is its parent's plus new blobs: the tip holds all
+            reached |= held_blobs(repo, tip)
+        walker = repo.walk(target, pygit2.enums.SortMode.NONE)
+        for walked in walked_tips:
+            walker.hide(walked)   # history another ref already covered
+        walked_tips.append(target)
+        reached.update(str(commit.id) for commit in walker)
     found = []
     for row in rows:
         try:
