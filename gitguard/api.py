@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitguard import attribution, calls, checkpoints, ledger, sessions, trace
+from gitguard import attribution, calls, checkpoints, ledger, recovery, sessions, trace
 from gitguard.errors import GitguardError
 from gitguard.models import (
     Checkpoint,
@@ -179,6 +179,17 @@ class Guard:
 
     def messages(self, checkpoint: Checkpoint) -> list[Any]:
         return checkpoints.read_messages(self.snap, checkpoint)
+
+    # recovery -------------------------------------------------------------------------
+    def resume(self, checkpoint_id: str | None = None,
+               session_id: str | None = None) -> recovery.ResumeResult:
+        return recovery.resume(self, checkpoint_id=checkpoint_id, session_id=session_id)
+
+    def explain(self, session_id: str | None = None) -> recovery.Explanation:
+        return recovery.explain(self, session_id)
+
+    def reconcile(self, call_id: str, status: str, note: str | None = None) -> ToolLedgerEntry:
+        return recovery.reconcile(self, call_id, status, note)
 
     # queries --------------------------------------------------------------------------
     def status(self) -> Status:

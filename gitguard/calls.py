@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gitguard import checkpoints, clock, durable, ledger, packing, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
+from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
 from gitguard.workspace import safe_relpath
 
 if TYPE_CHECKING:
@@ -37,10 +38,11 @@ def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest:
                   policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
     """The earlier call this one repeats, or a ReplayRefused when the policy says no."""
     earlier = [e for e in state.in_order() if e.session_id == session_id and e.tool_name == tool
-               and e.input_hash == digest and e.status in ("succeeded", "uncertain", "started")]
+               and e.input_hash == digest and e.status in BLOCKING_STATUSES]
     if not earlier:
         return None
     prior = earlier[-1]
+    policy = stricter(*(effective_policy(e, policy) for e in earlier))
     when = prior.finished_at or prior.started_at or prior.planned_at
     said = (f"{tool} with this input already ran as {prior.call_id} "
             f"({prior.status} at {when}); its replay policy is {policy}")
@@ -77,8 +79,14 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                     f"({state.entries[call_id].status})",
                                     "use a new --call-id, or end it with `gitguard call end`")
         policy = replay or cls.replay_policy
-        replay_of = _replay_check(state, session.session_id, tool, digest, policy, confirm,
-                                  force_replay)
+        try:
+            replay_of = _replay_check(state, session.session_id, tool, digest, policy, confirm,
+                                      force_replay)
+        except ReplayRefused as refused:
+            trace.emit(g.store, "recovery", "recovery.replay_refused",
+                       session_id=session.session_id, tool=tool, inputHash=digest,
+                       reason=refused.message)
+            raise
         stored_input = durable.canonical_json(redacted_input)
         input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input)
         planned = ToolLedgerEntry(
@@ -90,7 +98,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
             summary=summarize(redacted_input),
             classification_reason=("set by the caller" if (idempotency or replay) else cls.reason),
             input_ref=input_ref, declared_writes=declared, replay_of=replay_of,
-            note="forced replay" if (replay_of and force_replay) else None,
+            note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
         )
         ledger.append_entries(g.store, state, [planned])
         tree = g.snap.write_tree()

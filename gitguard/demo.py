@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo_resume import chapter_resume
 from gitguard.demo_storage import chapter_storage
 
 Echo = Callable[[str], None]
@@ -106,7 +107,8 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
         echo(f"  {line}")
 
 
-CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, chapter_storage]
+CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, chapter_resume,
+                                                      chapter_storage]
 
 
 def run(echo: Echo, keep: bool = False) -> None:

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,8 +71,8 @@ def encode_line(record: dict[str, Any]) -> bytes:
     return _PREFIX + digest + _MIDDLE + data + b"}\n"
 
 
-def decode_line(line: bytes) -> dict[str, Any] | None:
-    """The record of one complete line, or None when its checksum or shape is wrong."""
+def checked_data(line: bytes) -> bytes | None:
+    """The JSON payload of one complete line, or None when its checksum or shape is wrong."""
     if not (line.startswith(_PREFIX) and line.endswith(b"}") and line[_DATA_AT - len(_MIDDLE):
             _DATA_AT] == _MIDDLE):
         return None
@@ -80,8 +80,17 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     data = line[_DATA_AT:-1]
     if hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode() != digest:
         return None
+    return data
+
+
+def decode_line(line: bytes, loads: Callable[[bytes], Any] = json.loads
+                ) -> dict[str, Any] | None:
+    """The record of one complete line, or None when its checksum or shape is wrong."""
+    data = checked_data(line)
+    if data is None:
+        return None
     try:
-        value = json.loads(data)
+        value = loads(data)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -123,18 +132,40 @@ def read_jsonl(path: Path) -> JsonlRead:
 def repair_torn_tail(path: Path) -> bytes:
     """Move an interrupted append aside (never delete it) and cut the file to its clean prefix.
 
-    Must run under the store lock. Returns the torn bytes that were moved aside.
+    Must run under the store lock. Returns the torn bytes that were moved aside. Reads only
+    the end of the file: every write takes this path, and a long ledger must not cost a
+    full decode per write (readers still verify every line they use).
     """
-    result = read_jsonl(path)
-    if not result.torn:
+    try:
+        good_bytes, torn = _tail(path)
+    except FileNotFoundError:
+        return b""
+    if not torn:
         return b""
     aside = path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-    atomic_write(aside, result.torn)
+    atomic_write(aside, torn)
     with open(path, "r+b") as fh:
-        fh.truncate(result.good_bytes)
+        fh.truncate(good_bytes)
         fh.flush()
         os.fsync(fh.fileno())
-    return result.torn
+    return torn
+
+
+def _tail(path: Path, chunk: int = 1 << 16) -> tuple[int, bytes]:
+    """(length of the clean prefix, bytes after the last newline), reading from the end."""
+    with open(path, "rb") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - chunk)
+            fh.seek(start)
+            newline = fh.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                good = start + newline + 1
+                fh.seek(good)
+                return good, fh.read()
+            end = start
+        fh.seek(0)
+        return 0, fh.read()
 
 
 def append_jsonl(path: Path, records: list[dict[str, Any]], *, sync: bool = True) -> None:

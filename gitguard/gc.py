@@ -35,11 +35,12 @@ from gitguard.settings import Settings
 from gitguard.snapshot import AUTHOR, SESSION_REF, Snapshotter
 from gitguard.store import Store
 
-TEMP_REF = "refs/gitguard/gc/"
+TEMP_REF = verify_mod.GC_TEMP_REF
 KEEP_CONFLICTS_REF = "refs/gitguard/keep/conflicts"
 ARTIFACT_GRACE = timedelta(minutes=10)   # never race a writer that has not indexed yet
 UNFINISHED = frozenset({"planned", "approved", "started", "uncertain"})
 _ARTIFACT_REF = re.compile(rb'artifacts/((?:[^"\\]|\\.)+)"')
+_REWRITTEN = re.compile(r"ckpt_.+\.[0-9a-f]{12}\.json")   # named by _apply
 
 
 @dataclass
@@ -127,7 +128,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         # below can leave it out; left loose it would count toward git's auto-gc forever.
         first = packing.pack_gitguard_objects(store)
         _apply(store, snap, index.rows, files, plan, chains, messages)
-        report.checkpoint_files_removed = _remove_stale_files(store)
+        report.checkpoint_files_removed = _remove_stale_files(store, {r.file for r in index.rows})
         for name in report.artifacts_removed:
             (store.artifacts_dir / name).unlink(missing_ok=True)
         _trim_trace(store, cutoff)
@@ -299,6 +300,11 @@ def _apply(store: Store, snap: Snapshotter, rows: list[CheckpointIndexRow],
         durable.atomic_write(store.checkpoints_dir / name, raw)
         new_rows.append(row.model_copy(update={"file": name, "snapshot_commit": commit,
                                                "sha256": hashlib.sha256(raw).hexdigest()}))
+    # The ledger keeps naming dropped checkpoints: record them (fsynced) before the switch.
+    dropped = [{"checkpointId": r.checkpoint_id, "sessionId": r.session_id,
+                "prunedAt": clock.stamp()} for r in rows if not plan.kept(r.checkpoint_id)]
+    if dropped:
+        durable.append_jsonl(store.checkpoints_dir / verify_mod.PRUNED_FILE, dropped)
     durable.atomic_write(store.index_path, b"".join(durable.encode_line(r.to_json())
                                                     for r in new_rows))
     faults.point("gc.after_index")
@@ -359,13 +365,15 @@ def _keep_conflict_blobs(store: Store, repo: pygit2.Repository) -> None:
         repo.references.delete(KEEP_CONFLICTS_REF)
 
 
-def _remove_stale_files(store: Store) -> int:
-    """Checkpoint files the index no longer names: pruned, rewritten, or never indexed."""
+def _remove_stale_files(store: Store, indexed_before: set[str]) -> int:
+    """Checkpoint files gc itself made stale: those of dropped checkpoints, the old
+    versions of rewritten ones, and what an interrupted gc wrote. A file no index ever
+    named (a crash between file and index) is resume's evidence and stays."""
     named = {r.file for r in checkpoints.read_index(store).rows}
     removed = 0
-    for path in store.checkpoints_dir.iterdir():
-        if path.is_file() and path.suffix == ".json" and path.name not in named \
-                and path.name.startswith("ckpt_"):
+    for path in store.checkpoints_dir.glob("ckpt_*.json"):
+        ours = path.name in indexed_before or _REWRITTEN.fullmatch(path.name) is not None
+        if ours and path.name not in named:
             path.unlink()
             removed += 1
     return removed

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitguard import clock, durable, faults
+from gitguard import clock, durable, faults, ledger_fold
 from gitguard.errors import IllegalTransition, UnknownId
 from gitguard.models import LedgerEvent, RecoveryAction, ToolLedgerEntry
 from gitguard.store import Store
@@ -32,6 +31,7 @@ def input_hash(tool_input: Any) -> str:
 class LedgerState:
     entries: dict[str, ToolLedgerEntry] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)      # callIds in order of first appearance
+    first_seq: dict[str, int] = field(default_factory=dict)  # seq of each call's first event
     actions: list[LedgerEvent] = field(default_factory=list)
     last_seq: int = 0
     torn: bytes = b""
@@ -48,21 +48,12 @@ class LedgerState:
 
 
 def read(store: Store) -> LedgerState:
-    raw = durable.read_jsonl(store.ledger_path)
-    state = LedgerState(torn=raw.torn)
-    latest: dict[str, Mapping[str, Any]] = {}
-    for record in raw.records:
-        state.last_seq = max(state.last_seq, int(record.get("seq", 0)))
-        entry = record.get("entry")
-        if entry is not None:
-            call_id = entry["callId"]
-            if call_id not in latest:
-                state.order.append(call_id)
-            latest[call_id] = entry
-        elif record.get("action") is not None:
-            state.actions.append(LedgerEvent.model_validate(record))
+    folded = ledger_fold.fold(store.ledger_path)
+    state = LedgerState(order=folded.order, first_seq=folded.first_seq,
+                        last_seq=folded.last_seq, torn=folded.torn,
+                        actions=[LedgerEvent.model_validate(r) for r in folded.actions])
     # Validating only the newest state of each call keeps a long ledger cheap to fold.
-    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in latest.items()}
+    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in folded.latest.items()}
     return state
 
 
@@ -84,10 +75,13 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
     events: list[dict[str, Any]] = []
     seq = state.last_seq
     pending: dict[str, ToolLedgerEntry] = {}
+    first: dict[str, int] = {}
     for entry in entries:
         current = pending.get(entry.call_id) or state.entries.get(entry.call_id)
         check_transition(current, entry.status, entry.call_id)
         seq += 1
+        if current is None:
+            first[entry.call_id] = seq
         pending[entry.call_id] = entry
         events.append(LedgerEvent(seq=seq, recorded_at=clock.stamp(), entry=entry,
                                   session_id=entry.session_id).to_json())
@@ -98,6 +92,7 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
         if entry.call_id not in state.entries:
             state.order.append(entry.call_id)
         state.entries[entry.call_id] = entry
+    state.first_seq.update(first)
     state.last_seq = seq
 
 

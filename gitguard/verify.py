@@ -1,103 +1,213 @@
-"""`gitguard verify`: checksums, checkpoint files, refs and the objects they need."""
+"""`gitguard verify`: checksums, ledger order and transitions, the checkpoint index against
+its files, refs and the objects they need, and the artifacts the ledger names.
+
+Problems are damage or broken promises; notes are what a crash legitimately leaves
+behind (an incomplete checkpoint file, a torn tail the next write repairs).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
-from gitguard import checkpoints, durable
-from gitguard.errors import CorruptRecord
-from gitguard.models import CheckpointIndexRow
+from gitguard import checkpoints, durable, ledger
+from gitguard.errors import CorruptRecord, IllegalTransition
+from gitguard.models import LedgerEvent
+from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
 from gitguard.snapshot import SESSION_REF, Snapshotter
 from gitguard.store import Store
 
+GC_TEMP_REF = "refs/gitguard/gc/"
+PRUNED_FILE = "pruned.jsonl"   # in checkpoints/: ids gc dropped, which the ledger may name
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
 
 def problems(store: Store, snap: Snapshotter) -> list[str]:
-    found: list[str] = []
+    return report(store, snap).problems
+
+
+def report(store: Store, snap: Snapshotter) -> Report:
+    found = Report()
     if not store.exists():
         return found
+    journals: dict[str, list[dict[str, Any]]] = {}
     for journal in store.journals:
         try:
             read = durable.read_jsonl(journal)
         except CorruptRecord as exc:
-            found.append(exc.message)
+            found.problems.append(exc.message)
             continue
+        journals[journal.name] = read.records
         if read.torn:
-            found.append(f"{journal.name} ends with {len(read.torn)} torn bytes "
-                         "(repaired by the next write)")
+            found.notes.append(f"{journal.name} ends with {len(read.torn)} torn bytes "
+                               "(repaired by the next write)")
     try:
         index = checkpoints.read_index(store)
-    except CorruptRecord:
+    except (CorruptRecord, ValueError) as exc:
+        found.problems.append(f"the checkpoint index cannot be read: {exc}")
         return found
-    repo = snap.repo
-    for row in index.rows:
+    last_seq = _check_ledger(store, journals.get(store.ledger_path.name), index, found)
+    _check_checkpoints(store, snap, index, last_seq, found)
+    _check_refs(snap, index, found)
+    _check_messages_held(store, snap.repo, index, found)
+    return found
+
+
+def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: checkpoints.Index,
+                  found: Report) -> int:
+    """Seqs strictly increase, every event parses, each call's statuses follow TRANSITIONS,
+    and every checkpoint and artifact an entry names exists. Returns the last seq."""
+    if records is None:
+        return 0
+    ids = {row.checkpoint_id for row in index.rows} | pruned_ids(store)
+    last_seq = 0
+    current: dict[str, Any] = {}
+    for record in records:
         try:
+            event = LedgerEvent.model_validate(record)
+        except ValueError:
+            found.problems.append(f"ledger event seq {record.get('seq')} does not parse")
+            continue
+        if event.seq <= last_seq:
+            found.problems.append(f"ledger seq {event.seq} follows {last_seq}: not increasing")
+        last_seq = max(last_seq, event.seq)
+        entry = event.entry
+        if entry is None:
+            continue
+        try:
+            ledger.check_transition(current.get(entry.call_id), entry.status, entry.call_id)
+        except IllegalTransition as exc:
+            found.problems.append(f"ledger seq {event.seq}: {exc.message}")
+        current[entry.call_id] = entry
+        for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
+            if checkpoint_id is not None and checkpoint_id not in ids:
+                found.problems.append(f"{entry.call_id} names checkpoint {checkpoint_id}, "
+                                      "which is not in the index")
+    for entry in current.values():
+        refs = [entry.input_ref, entry.result_ref, *(p.patch_ref for p in entry.file_patches)]
+        for ref in dict.fromkeys(r for r in refs if r):
+            if not (store.root / ref).is_file():
+                found.problems.append(f"{entry.call_id} names {ref}, which is missing")
+    return last_seq
+
+
+def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index,
+                       last_seq: int, found: Report) -> None:
+    repo = snap.repo
+    seen: set[str] = set()
+    for row in index.rows:
+        if row.checkpoint_id in seen:
+            found.problems.append(f"checkpoint {row.checkpoint_id} is indexed twice")
+        seen.add(row.checkpoint_id)
+        try:
+            # a sealed run state stays sealed: verify needs no key
             checkpoint = checkpoints.load(store, row, open_state=False)
         except CorruptRecord as exc:
-            found.append(exc.message)
+            found.problems.append(exc.message)
             continue
+        if (checkpoint.checkpoint_id, checkpoint.session_id, checkpoint.kind,
+                checkpoint.snapshot_commit) != (row.checkpoint_id, row.session_id, row.kind,
+                                                row.snapshot_commit):
+            found.problems.append(f"checkpoint {row.checkpoint_id}: its file and its index row "
+                                  "disagree")
+        if checkpoint.ledger_seq > last_seq:
+            found.problems.append(f"checkpoint {row.checkpoint_id} is at ledger seq "
+                                  f"{checkpoint.ledger_seq}, past the ledger's last {last_seq}")
         commit = repo.get(checkpoint.snapshot_commit)
         if not isinstance(commit, pygit2.Commit):
-            found.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
-                         f"{checkpoint.snapshot_commit[:12]} is missing")
+            found.problems.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
+                                  f"{checkpoint.snapshot_commit[:12]} is missing")
         for oid in checkpoint.message_refs:
             if oid not in repo:
-                found.append(f"checkpoint {row.checkpoint_id}: message blob {oid[:12]} is missing")
+                found.problems.append(f"checkpoint {row.checkpoint_id}: message blob {oid[:12]} "
+                                      "is missing")
+    for path in incomplete_files(store, index):
+        found.notes.append(f"checkpoints/{path.name} has no index row: an incomplete checkpoint "
+                           "left by a crash (resume reports it and moves it aside)")
+    aside = store.checkpoints_dir / INCOMPLETE_DIR
+    if aside.is_dir():
+        for path in sorted(aside.glob("*.json")):
+            found.notes.append(f"checkpoints/{INCOMPLETE_DIR}/{path.name}: an incomplete "
+                               "checkpoint moved aside by resume")
+
+
+def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> None:
+    """Refs point at commits, and every checkpoint's commit is reachable from its session's
+    ref: otherwise `git gc` would prune it (DESIGN.md invariant 5)."""
+    repo = snap.repo
     for name in repo.references:
         if name.startswith("refs/gitguard/"):
             target = repo.references[name].target
             if not isinstance(repo.get(target), pygit2.Commit):
-                found.append(f"{name} does not point at a commit")
-    heads = {n for n in repo.references if n.startswith(SESSION_REF)}
+                found.problems.append(f"{name} does not point at a commit")
+    reachable: dict[str, set[str]] = {}
     for row in index.rows:
-        if SESSION_REF + row.session_id not in heads:
-            found.append(f"session {row.session_id} has checkpoints but no snapshot ref")
-    found += _unreachable(store, repo, index.rows)
-    return found
+        chain = reachable.get(row.session_id)
+        if chain is None:
+            # while gc rewrites a chain, a temporary ref keeps the new one reachable
+            chain = reachable[row.session_id] = (
+                _chain(repo, SESSION_REF + row.session_id)
+                | _chain(repo, GC_TEMP_REF + "sessions/" + row.session_id))
+        if not chain:
+            found.problems.append(f"session {row.session_id} has checkpoints but no snapshot ref")
+            reachable[row.session_id] = {""}   # report the missing ref once
+        elif row.snapshot_commit not in chain and "" not in chain:
+            found.problems.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
+                                  f"{row.snapshot_commit[:12]} is not reachable from "
+                                  f"{SESSION_REF}{row.session_id}")
 
 
-def _unreachable(store: Store, repo: pygit2.Repository,
-                 rows: list[CheckpointIndexRow]) -> list[str]:
-    """Checkpoints whose snapshot or messages no gitguard ref keeps (git gc would drop them)."""
-    reached: set[str] = set()
-    walked_tips: list[pygit2.Oid] = []
-    for name in repo.references:
-        if not name.startswith("refs/gitguard/"):
-            continue
-        target = repo.references[name].target
-        tip = repo.get(target)
-        if str(target) in reached or not isinstance(tip, pygit2.Commit):
-            continue
-        if "/messages/" in name:
-            # each holder commit's tree is its parent's plus new blobs: the tip holds all
-            reached |= held_blobs(repo, tip)
-        walker = repo.walk(target, pygit2.enums.SortMode.NONE)
-        for walked in walked_tips:
-            walker.hide(walked)   # history another ref already covered
-        walked_tips.append(target)
-        reached.update(str(commit.id) for commit in walker)
-    found = []
-    for row in rows:
+def _chain(repo: pygit2.Repository, ref_name: str) -> set[str]:
+    ref = repo.references.get(ref_name)
+    if ref is None or not isinstance(repo.get(ref.target), pygit2.Commit):
+        return set()
+    return {str(commit.id) for commit in repo.walk(ref.target)}
+
+
+def pruned_ids(store: Store) -> set[str]:
+    """Checkpoints `gitguard gc` dropped on purpose: the ledger may still name them."""
+    read = durable.read_jsonl(store.checkpoints_dir / PRUNED_FILE)
+    return {str(r.get("checkpointId")) for r in read.records}
+
+
+def _check_messages_held(store: Store, repo: pygit2.Repository, index: checkpoints.Index,
+                         found: Report) -> None:
+    """Every message blob a checkpoint names is held by its session's messages ref (or,
+    mid-gc, the temporary one): otherwise `git gc` would prune it."""
+    held: dict[str, set[str]] = {}
+    for row in index.rows:
+        if row.session_id not in held:
+            held[row.session_id] = set()
+            for name in (checkpoints.MESSAGES_REF + row.session_id,
+                         GC_TEMP_REF + "messages/" + row.session_id):
+                ref = repo.references.get(name)
+                tip = repo.get(ref.target) if ref is not None else None
+                if isinstance(tip, pygit2.Commit):
+                    held[row.session_id] |= held_blobs(repo, tip)
         try:
-            checkpoint = checkpoints.load(store, row, open_state=False)
-        except CorruptRecord:
-            continue
-        if checkpoint.snapshot_commit not in reached:
-            found.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
-                         f"{checkpoint.snapshot_commit[:12]} is on no gitguard ref "
-                         "(`git gc` would delete it)")
-        missing = [m for m in checkpoint.message_refs if m not in reached]
+            raw = json.loads((store.checkpoints_dir / row.file).read_bytes())
+        except (OSError, ValueError):
+            continue   # _check_checkpoints reports the file
+        missing = [m for m in raw.get("messageRefs", []) if m not in held[row.session_id]]
         if missing:
-            found.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message blob(s) "
-                         "held by no gitguard ref")
-    return found
+            found.problems.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message "
+                                  "blob(s) held by no gitguard ref (`git gc` would drop them)")
 
 
 def held_blobs(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
-    """The blob ids a message-holder commit keeps (a two-level fan-out tree)."""
+    """The blob ids a message-holder commit keeps (a two-level fan-out tree). Each holder's
+    tree is its parent's plus new blobs, so the tip holds them all."""
     held: set[str] = set()
     for prefix in commit.tree:
         sub = repo.get(prefix.id)

@@ -8,10 +8,12 @@ from gitguard.commands.call import call
 from gitguard.commands.checkpoint import checkpoint, checkpoints
 from gitguard.commands.demo import demo
 from gitguard.commands.query import diff, ledger, status, verify
+from gitguard.commands.recovery import explain, reconcile, resume
 from gitguard.commands.session import init, session
 from gitguard.commands.storage import STORAGE_COMMANDS
 
 COMMANDS: list[click.Command] = [
     init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
+    resume, explain, reconcile,
     *STORAGE_COMMANDS,
 ]

@@ -78,10 +78,18 @@ def verify(ctx: Ctx, as_json: bool) -> None:
     Example: gitguard verify
     """
     guard = ctx.guard
-    found = verify_mod.problems(guard.store, guard.snap)
-    found += verify_mod.permission_problems(guard.store)
-    emit({"ok": not found, "problems": found}, as_json,
-         lambda: click.echo("\n".join(found) if found else "store ok"))
+    checked = verify_mod.report(guard.store, guard.snap)
+    found = checked.problems + verify_mod.permission_problems(guard.store)
+
+    def human() -> None:
+        for line in found:
+            click.echo(line)
+        for line in checked.notes:
+            click.echo(f"note: {line}")
+        if not found:
+            click.echo("store ok")
+
+    emit({"ok": not found, "problems": found, "notes": checked.notes}, as_json, human)
     if found:
         raise GitguardError(f"the store has {len(found)} problem(s)",
                             "see the list above; `gitguard resume` skips corrupt checkpoints")

@@ -1,0 +1,171 @@
+"""`make bench`: measure gitguard against the usual snapshot methods and print a table.
+
+    python -m bench.run --sizes 1k,20k --runs 5
+    python -m bench.run --only shadow --sizes 100k
+
+This is a report, not a test: nothing here asserts a threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench import anchors, cases_resume, gitguard_cases  # noqa: F401 - importing registers their cases
+from bench.cases import Case, CaseContext, Measurement, Skip, registered
+from bench.report import Row, table, verdict, write_json
+from bench.repos import SIZES, RepoInfo, copy_repo, ensure_repo, worktree_manifest
+from bench.shell import git_version, isolate_this_process
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1k,20k,100k",
+                        help="comma-separated repository sizes among %(default)s")
+    parser.add_argument("--runs", type=int, default=5,
+                        help="timed calls per per-call case, after one warm-up (default 5)")
+    parser.add_argument("--first-runs", type=int, default=1,
+                        help="fresh copies per first-snapshot case (default 1)")
+    parser.add_argument("--json", type=Path, default=PROJECT / ".bench" / "results.json",
+                        help="where to write the results (default .bench/results.json)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated words; run the cases whose name or group "
+                             "contains one of them")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()),
+                        help="where the per-case copies go (default: the temp dir)")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+    args.size_list = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    unknown = [s for s in args.size_list if s not in SIZES]
+    if unknown:
+        parser.error(f"unknown size {unknown[0]!r}; choose among {', '.join(SIZES)}")
+    if args.runs < 1 or args.first_runs < 1:
+        parser.error("--runs and --first-runs must be at least 1")
+    return args
+
+
+def select(cases: list[Case], only: str) -> list[Case]:
+    words = [w.strip().lower() for w in only.split(",") if w.strip()]
+    if not words:
+        return cases
+    return [c for c in cases if any(w in c.name.lower() or w == c.group for w in words)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cases = select(registered(), args.only)
+    if args.list or not cases:
+        for c in registered():
+            print(f"{c.group:9} {c.name}" + (f"   (target {c.target})" if c.target else ""))
+        return 0 if args.list else 2
+    isolate_this_process()
+    load_before = os.getloadavg()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    repos: dict[str, Any] = {}
+    runner = Runner(args.runs, args.first_runs, args.workdir)
+    for size in args.size_list:
+        info = ensure_repo(PROJECT, size)
+        how = "cached" if info.reused else "generated now"
+        log(f"[{size}] repository {how}: {info.tracked} tracked, {info.ignored} ignored, "
+            f"{info.untracked} untracked files; generation took {info.generated_seconds:.1f} s")
+        for c in cases:
+            row = runner.run_case(c, info)
+            log(f"[{size}] {c.name}: {row.status}"
+                + (f", median {row.median_ms:.1f} ms" if row.median_ms is not None else ""))
+            rows.append(row)
+        repos[size] = {"tracked": info.tracked, "ignored": info.ignored,
+                       "untracked": info.untracked, "head": info.head,
+                       "generatedSeconds": info.generated_seconds, "reused": info.reused,
+                       "copyVerifiedFiles": runner.verified.get(size)}
+
+    load_after = os.getloadavg()
+    lines = verdict(rows)
+    print_report(rows, lines, load_before[0], load_after[0])
+    meta = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "git": git_version(),
+            "platform": platform.platform(), "cpus": os.cpu_count(),
+            "runs": args.runs, "firstRuns": args.first_runs, "repos": repos,
+            "loadAverage": {"start": load_before, "end": load_after}}
+    write_json(args.json, meta, rows, lines)
+    print(f"\nwrote {args.json}")
+    return 0
+
+
+def print_report(rows: list[Row], lines: list[str], load_start: float, load_end: float) -> None:
+    print(table(rows))
+    print()
+    print("Per-call rows: one warm-up call, then --runs calls of one-file edit + operation;"
+          " bytes are per call.")
+    print("First rows: one sample per fresh copy (--first-runs); bytes are the total added.")
+    print("MB = 10^6 bytes. Anchors run git with auto-gc off.")
+    print(f"Load average (1 min) at start {load_start:.2f}, at end {load_end:.2f}"
+          f" on {os.cpu_count()} CPUs: other work on the machine inflates every row.")
+    print()
+    print("Verdict")
+    for line in lines:
+        print("  " + line)
+
+
+class Runner:
+    """Runs cases on fresh copies; checks the first copy of each size against the cache."""
+
+    def __init__(self, runs: int, first_runs: int, workdir: Path) -> None:
+        self.runs, self.first_runs, self.workdir = runs, first_runs, workdir
+        self.verified: dict[str, int] = {}  # size -> files compared in its first copy
+
+    def run_case(self, c: Case, info: RepoInfo) -> Row:
+        parts: list[Measurement] = []
+        try:
+            for _ in range(self.first_runs if c.first else 1):
+                parts.append(self._run_once(c, info))
+        except Skip as exc:
+            return Row.failed(c, info.size, "skipped", str(exc))
+        except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others
+            traceback.print_exc(file=sys.stderr)
+            return Row.failed(c, info.size, "error", f"{type(exc).__name__}: {exc}")
+        return Row.measured(c, info.size, parts)
+
+    def _run_once(self, c: Case, info: RepoInfo) -> Measurement:
+        prefix = f"gitguard-bench-{info.size}-"
+        scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=self.workdir))
+        try:
+            repo = scratch / "repo"
+            if c.needs_repo:
+                self._copy(info, repo)
+            else:
+                repo.mkdir()
+            work = scratch / "work"
+            work.mkdir()
+            return c.fn(CaseContext(repo=repo, scratch=work, runs=self.runs))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _copy(self, info: RepoInfo, dest: Path) -> None:
+        copy_repo(info, dest)
+        if info.size in self.verified:
+            return
+        original, copied = worktree_manifest(info.path), worktree_manifest(dest)
+        if original != copied:
+            differ = sorted(set(original.items()) ^ set(copied.items()))[:5]
+            raise RuntimeError(f"the copy of {info.path} differs from it: {differ}")
+        self.verified[info.size] = len(copied)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

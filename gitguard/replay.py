@@ -1,0 +1,53 @@
+"""Whether a call may run again: one rule shared by the replay guard, resume and explain.
+
+Pure functions over ledger entries. A call blocks a replay of the same tool and
+input while its outcome is in the world (succeeded) or may be (started, uncertain).
+The stricter of the new call's policy and the earlier call's policy applies, and a
+non-idempotent earlier call is never replayed automatically (DESIGN.md invariant 4),
+so a caller cannot pass `--replay auto` to walk past an earlier `never`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gitguard.models import ReplayPolicy, ToolLedgerEntry
+
+BLOCKING_STATUSES = frozenset({"succeeded", "uncertain", "started"})
+_ORDER: tuple[ReplayPolicy, ...] = ("auto", "ask", "never")
+_STATUS_PHRASE = {"succeeded": "it succeeded", "uncertain": "its outcome is uncertain",
+                  "started": "it started and has not ended"}
+
+
+_RANK = {policy: rank for rank, policy in enumerate(_ORDER)}
+
+
+def stricter(*policies: ReplayPolicy) -> ReplayPolicy:
+    return max(policies, key=_RANK.__getitem__)
+
+
+def effective_policy(prior: ToolLedgerEntry, requested: ReplayPolicy) -> ReplayPolicy:
+    """The policy that governs running `prior`'s tool and input again."""
+    floor: ReplayPolicy = "ask" if prior.idempotency == "non_idempotent" else "auto"
+    return stricter(requested, prior.replay_policy, floor)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    replayable: bool
+    policy: ReplayPolicy
+    why: str
+
+
+def verdict(entry: ToolLedgerEntry) -> Verdict:
+    """May the agent run this call's tool with this input again without asking anyone?"""
+    policy = effective_policy(entry, entry.replay_policy)
+    reason = entry.classification_reason or entry.idempotency
+    if entry.status in ("planned", "approved"):
+        return Verdict(True, policy, "it never started")
+    if entry.status == "failed":
+        return Verdict(True, policy, "it failed; running it again is allowed")
+    said = _STATUS_PHRASE.get(entry.status, f"it is {entry.status}")
+    if entry.status not in BLOCKING_STATUSES or policy == "auto":
+        return Verdict(True, policy, f"{said}; replay is safe: {reason}")
+    return Verdict(False, policy, f"{said}; {reason}; replay policy {policy}")
