@@ -19,7 +19,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import anchors, cases_resume, gitguard_cases  # noqa: F401 - importing registers their cases
+from bench import (  # noqa: F401 - importing registers their cases
+    anchors,
+    cases_resume,
+    cases_storage,
+    gitguard_cases,
+)
 from bench.cases import Case, CaseContext, Measurement, Skip, registered
 from bench.report import Row, table, verdict, write_json
 from bench.repos import SIZES, RepoInfo, copy_repo, ensure_repo, worktree_manifest
