@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.anchors import GIT_STATUS, SHADOW_FIRST, SHADOW_PER_CALL
 from bench.cases import Case, Measurement
+from bench.cases_daemon import GG_DAEMON_CALL
 from bench.gitguard_cases import GG_CLI_PER_CALL, GG_FIRST, GG_PER_CALL
 
 
@@ -135,7 +136,7 @@ def verdict(rows: list[Row]) -> list[str]:
     for size in sizes:
         shadow_call, shadow_first = get(size, SHADOW_PER_CALL), get(size, SHADOW_FIRST)
         status = get(size, GIT_STATUS)
-        for name in (GG_PER_CALL, GG_CLI_PER_CALL):
+        for name in (GG_PER_CALL, GG_CLI_PER_CALL, GG_DAEMON_CALL):
             mine = get(size, name)
             if mine is None or mine.median_ms is None:
                 continue

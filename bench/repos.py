@@ -4,11 +4,13 @@ A repository of size N has N tracked files (2-8 KB of code-like text) in nested
 directories of about 20 files each, a `.gitignore` ignoring `build/` and
 `*.log` with such files present, and a few untracked files. It has one commit
 with a pinned author and date and a packed object store, like a real clone.
-The cache lives in `.bench/repos/<size>`; cases only ever see a fresh copy.
+The cache lives in `.bench/repos/<size>`; cases only ever see a fresh copy,
+and a cache found modified (someone used it in place) is generated again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -42,7 +44,7 @@ class RepoInfo:
     untracked: int
     head: str
     generated_seconds: float  # time the generation took when the cache was built
-    reused: bool  # True when this run found the cache and did not generate
+    why: str  # "cached", or why this run generated it
 
 
 def repos_root(base: Path) -> Path:
@@ -53,10 +55,17 @@ def ensure_repo(base: Path, size: str) -> RepoInfo:
     """The cached repository of `size`, generated if missing or outdated."""
     root = repos_root(base.resolve())
     path, stamp = root / size, root / f"{size}.json"
+    why = "no cache"
     if path.is_dir() and stamp.is_file():
         meta = json.loads(stamp.read_text())
-        if meta.get("version") == GENERATOR_VERSION:
-            return _info(size, path, meta, reused=True)
+        if meta.get("version") != GENERATOR_VERSION:
+            why = "generator changed"
+        elif "digest" not in meta:
+            why = "the cache's stamp has no digest (older generator)"
+        elif meta.get("digest") != tree_digest(path):
+            why = "the cache was modified since it was generated"
+        else:
+            return _info(size, path, meta, why="cached")
     root.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(path, ignore_errors=True)
     staging = root / f"{size}.tmp-{os.getpid()}"
@@ -65,7 +74,7 @@ def ensure_repo(base: Path, size: str) -> RepoInfo:
     counts = _generate(staging, SIZES[size])
     head = git(staging, "rev-parse", "HEAD").decode().strip()
     meta = {"version": GENERATOR_VERSION, **counts, "head": head,
-            "seconds": round(time.perf_counter() - start, 2)}
+            "seconds": round(time.perf_counter() - start, 2), "digest": tree_digest(staging)}
     # Renaming last means an interrupted generation never looks like a cache.
     try:
         staging.rename(path)
@@ -74,10 +83,10 @@ def ensure_repo(base: Path, size: str) -> RepoInfo:
             raise
         shutil.rmtree(staging)  # another run generated it meanwhile: same bytes
     stamp.write_text(json.dumps(meta, indent=2) + "\n")
-    return _info(size, path, meta, reused=False)
+    return _info(size, path, meta, why=f"generated now: {why}")
 
 
-def _info(size: str, path: Path, meta: dict[str, object], reused: bool) -> RepoInfo:
+def _info(size: str, path: Path, meta: dict[str, object], why: str) -> RepoInfo:
     def num(key: str) -> int:
         value = meta[key]
         assert isinstance(value, int)
@@ -87,7 +96,7 @@ def _info(size: str, path: Path, meta: dict[str, object], reused: bool) -> RepoI
     assert isinstance(seconds, int | float)
     return RepoInfo(size=size, path=path, tracked=num("tracked"), ignored=num("ignored"),
                     untracked=num("untracked"), head=str(meta["head"]),
-                    generated_seconds=float(seconds), reused=reused)
+                    generated_seconds=float(seconds), why=why)
 
 
 def copy_repo(info: RepoInfo, dest: Path) -> Path:
@@ -103,11 +112,23 @@ def copy_repo(info: RepoInfo, dest: Path) -> Path:
     return dest
 
 
-def worktree_manifest(root: Path) -> dict[str, tuple[int, int, int]]:
-    """path -> (size, mode, mtime_ns) for every file outside `.git`."""
+def tree_digest(root: Path) -> str:
+    """A digest of every file's path, size, mode and mtime, `.git` included.
+
+    Any git command that writes, any gitguard store, any edit changes it: a
+    cache that someone used in place is detected and generated again.
+    """
+    manifest = sorted(worktree_manifest(root, include_git=True).items())
+    return hashlib.sha256(repr(manifest).encode()).hexdigest()
+
+
+def worktree_manifest(
+    root: Path, include_git: bool = False
+) -> dict[str, tuple[int, int, int]]:
+    """path -> (size, mode, mtime_ns) for every file (outside `.git` by default)."""
     found: dict[str, tuple[int, int, int]] = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        if dirpath == str(root):
+        if dirpath == str(root) and not include_git:
             dirnames[:] = [d for d in dirnames if d != ".git"]
         for name in filenames:
             full = os.path.join(dirpath, name)

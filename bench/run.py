@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -21,7 +22,10 @@ from typing import Any
 
 from bench import (  # noqa: F401 - importing registers their cases
     anchors,
+    cases_daemon,
+    cases_hooks,
     cases_resume,
+    cases_rollback,
     cases_storage,
     gitguard_cases,
 )
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.group:9} {c.name}" + (f"   (target {c.target})" if c.target else ""))
         return 0 if args.list else 2
     isolate_this_process()
+    # SIGTERM ends the run through SystemExit, so every copy is still removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     load_before = os.getloadavg()
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
@@ -82,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(args.runs, args.first_runs, args.workdir)
     for size in args.size_list:
         info = ensure_repo(PROJECT, size)
-        how = "cached" if info.reused else "generated now"
-        log(f"[{size}] repository {how}: {info.tracked} tracked, {info.ignored} ignored, "
+        log(f"[{size}] repository {info.why}: {info.tracked} tracked, {info.ignored} ignored, "
             f"{info.untracked} untracked files; generation took {info.generated_seconds:.1f} s")
         for c in cases:
             row = runner.run_case(c, info)
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
         repos[size] = {"tracked": info.tracked, "ignored": info.ignored,
                        "untracked": info.untracked, "head": info.head,
-                       "generatedSeconds": info.generated_seconds, "reused": info.reused,
+                       "generatedSeconds": info.generated_seconds, "cache": info.why,
                        "copyVerifiedFiles": runner.verified.get(size)}
 
     load_after = os.getloadavg()

@@ -6,11 +6,12 @@ The package root stays import-light: the per-tool-call hook path imports
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False   # typing itself costs milliseconds on the per-call path
 if TYPE_CHECKING:
+    from typing import Any
+
     from gitguard.api import Guard as Guard
 
 

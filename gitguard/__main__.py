@@ -1,3 +1,3 @@
-from gitguard.cli import main
+from gitguard.entry import main
 
 main()

@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitguard import attribution, calls, checkpoints, ledger, recovery, sessions, trace
+from gitguard import (
+    attribution,
+    attrlog,
+    calls,
+    checkpoints,
+    ledger,
+    recovery,
+    remote,
+    sessions,
+    trace,
+)
 from gitguard.errors import GitguardError
 from gitguard.models import (
     Checkpoint,
@@ -67,13 +77,14 @@ class Status:
     calls: int = 0
     checkpoints: int = 0
     store_bytes: int = 0
+    daemon: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"workspace": self.workspace, "git": self.git, "head": self.head,
                 "branch": self.branch, "session": self.session,
                 "dirty": [d.to_json() for d in self.dirty], "skipped": self.skipped,
                 "calls": self.calls, "checkpoints": self.checkpoints,
-                "storeBytes": self.store_bytes}
+                "storeBytes": self.store_bytes, "daemon": self.daemon}
 
 
 class Guard:
@@ -127,6 +138,12 @@ class Guard:
                    replay: ReplayPolicy | None = None, risk: RiskLevel | None = None,
                    side_effects: Sequence[str] = (), session_id: str | None = None,
                    confirm: bool = False, force_replay: bool = False) -> ToolLedgerEntry:
+        through_daemon = remote.begin_call(self, tool, tool_input, {
+            "step_id": step_id, "call_id": call_id, "writes": writes, "idempotency": idempotency,
+            "replay": replay, "risk": risk, "side_effects": side_effects,
+            "session_id": session_id, "confirm": confirm, "force_replay": force_replay})
+        if through_daemon is not None:
+            return through_daemon
         return calls.begin(self, tool, tool_input, step_id=step_id, call_id=call_id,
                            writes=writes, idempotency=idempotency, replay=replay, risk=risk,
                            side_effects=side_effects, session_id=session_id, confirm=confirm,
@@ -134,6 +151,9 @@ class Guard:
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:
+        through_daemon = remote.end_call(self, call_id, status, result)
+        if through_daemon is not None:
+            return through_daemon
         return calls.end(self, call_id, status, result)
 
     @contextmanager
@@ -204,7 +224,14 @@ class Guard:
             count = len(checkpoints.read_index(self.store).rows)
         return Status(str(self.ws.root), self.ws.is_git, head, branch,
                       open_session.session_id if open_session else None, dirty,
-                      list(tree.skipped), len(entries), count, self.store.size_bytes())
+                      list(tree.skipped), len(entries), count, self.store.size_bytes(),
+                      self._daemon_info())
+
+    def _daemon_info(self) -> dict[str, Any]:
+        from gitguard.daemonctl import running_pid
+
+        pid = running_pid(self.store.root)
+        return {"running": pid is not None, "pid": pid}
 
     def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:
         """A call's patch; or every change since the baseline, optionally one side's only."""
@@ -232,9 +259,11 @@ class Guard:
     def _owned_changes(self, base: str, tree: str, entries: list[ToolLedgerEntry]
                        ) -> list[DirtyPath]:
         writes = attribution.last_agent_writes(entries)
+        records = attrlog.latest(self.store)
         result = []
         for change in self.snap.diff(base, tree):
-            owner, confidence = attribution.owner_of(change.new_oid, writes.get(change.path))
+            owner, confidence = attribution.owner_with_records(
+                change.new_oid, writes.get(change.path), records.get(change.path))
             result.append(DirtyPath(change.path, owner, confidence, change.status))
         return result
 

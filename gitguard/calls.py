@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, durable, ledger, packing, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
+from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
 from gitguard.workspace import safe_relpath
@@ -59,7 +60,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
           idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
           risk: RiskLevel | None = None, side_effects: Sequence[str] = (),
           session_id: str | None = None, confirm: bool = False,
-          force_replay: bool = False) -> ToolLedgerEntry:
+          force_replay: bool = False, compensates: str | None = None) -> ToolLedgerEntry:
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
@@ -98,6 +99,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
             summary=summarize(redacted_input),
             classification_reason=("set by the caller" if (idempotency or replay) else cls.reason),
             input_ref=input_ref, declared_writes=declared, replay_of=replay_of,
+            compensates=compensates,
             note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
         )
         ledger.append_entries(g.store, state, [planned])
@@ -173,9 +175,13 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
     changes = g.snap.diff(pre_tree, post_tree)
+    # What a git command of the user's left while the call was open is the user's (git hooks).
+    users = baselines.left_by_user(g.store, g.snap, index, entry.pre_checkpoint_id)
+    changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]
     if not changes:
         return (), 0
-    patch = g.snap.patch(pre_tree, post_tree)
+    paths = [c.path for c in changes] if users else None
+    patch = g.snap.patch(pre_tree, post_tree, paths)
     patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch)
     created = clock.stamp()
     return tuple(

@@ -45,6 +45,11 @@ def read_index(store: Store) -> Index:
     return Index([CheckpointIndexRow.model_validate(r) for r in raw.records])
 
 
+def pruned_ids(store: Store) -> set[str]:
+    """Checkpoints `gitguard gc` removed on purpose (ledger entries still name them)."""
+    return {str(r["checkpointId"]) for r in durable.read_jsonl(store.pruned_path).records}
+
+
 def next_id(index: Index) -> str:
     today = clock.day()
     prefix = f"ckpt_{today}_"

@@ -47,16 +47,20 @@ def read_json_arg(text: str | None, file: str | None, what: str) -> Any:
 
 
 class Ctx:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, open_guard: Callable[[str], Any] | None = None) -> None:
         self.path = path
         self._guard: Any = None
+        self._open_guard = open_guard   # the daemon passes its own long-lived Guard
 
     @property
     def guard(self) -> Any:
         if self._guard is None:
-            from gitguard.api import Guard
+            if self._open_guard is not None:
+                self._guard = self._open_guard(self.path)
+            else:
+                from gitguard.api import Guard
 
-            self._guard = Guard.open(self.path)
+                self._guard = Guard.open(self.path)
         return self._guard
 
 
@@ -77,7 +81,7 @@ def cli(ctx: click.Context, path: str) -> None:
       gitguard call end call_1 --status succeeded
       gitguard ledger
     """
-    ctx.obj = Ctx(path)
+    ctx.obj = Ctx(path, ctx.obj if callable(ctx.obj) else None)
 
 
 def register_commands() -> None:
@@ -98,31 +102,38 @@ def _crash_log(exc: BaseException) -> str:
             target = store / f"crash-{clock.stamp().replace(':', '')}.log"
     except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
         pass
-    target.write_text(text)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold inputs
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
     target.chmod(0o600)  # the traceback may quote paths and data: private like the store
     return str(target)
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None, open_guard: Callable[[str], Any] | None = None) -> int:
+    """Run one command line; the exit code. The daemon calls this with its own Guard."""
     register_commands()
     try:
-        code = cli.main(args=argv, prog_name="gitguard", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="gitguard", standalone_mode=False, obj=open_guard)
     except GitguardError as exc:
         click.echo(f"Error: {exc.message}", err=True)
         if exc.hint:
             click.echo(f"Hint: {exc.hint}", err=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
-        sys.exit(1)
+        return 1
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
+        return exc.exit_code if exc.exit_code else EXIT_USAGE
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit 3
         log = _crash_log(exc)
         click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
         click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
-        sys.exit(EXIT_INTERNAL)
-    sys.exit(code if isinstance(code, int) else 0)
+        return EXIT_INTERNAL
+    return code if isinstance(code, int) else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(argv))

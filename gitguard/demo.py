@@ -15,7 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo_daemon import chapter_daemon
+from gitguard.demo_hooks import chapter_hooks
 from gitguard.demo_resume import chapter_resume
+from gitguard.demo_rollback import chapter_rollback
 from gitguard.demo_storage import chapter_storage
 
 Echo = Callable[[str], None]
@@ -107,8 +110,10 @@ def chapter_core(echo: Echo, repo: Path, guard: Guard) -> None:
         echo(f"  {line}")
 
 
-CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [chapter_core, chapter_resume,
-                                                      chapter_storage]
+CHAPTERS: list[Callable[[Echo, Path, Guard], None]] = [
+    chapter_core, chapter_rollback, chapter_resume, chapter_storage, chapter_hooks,
+    chapter_daemon,
+]
 
 
 def run(echo: Echo, keep: bool = False) -> None:

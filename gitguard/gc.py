@@ -35,7 +35,7 @@ from gitguard.settings import Settings
 from gitguard.snapshot import AUTHOR, SESSION_REF, Snapshotter
 from gitguard.store import Store
 
-TEMP_REF = verify_mod.GC_TEMP_REF
+TEMP_REF = "refs/gitguard/gc/"
 KEEP_CONFLICTS_REF = "refs/gitguard/keep/conflicts"
 ARTIFACT_GRACE = timedelta(minutes=10)   # never race a writer that has not indexed yet
 UNFINISHED = frozenset({"planned", "approved", "started", "uncertain"})
@@ -127,6 +127,9 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         # Pack first: what the rewrite unlinks is then in a pack of ours, where the merge
         # below can leave it out; left loose it would count toward git's auto-gc forever.
         first = packing.pack_gitguard_objects(store)
+        # Ledger entries keep naming pruned checkpoints; verify must know they went on purpose.
+        durable.append_jsonl(store.pruned_path, [{"checkpointId": c, "prunedAt": clock.stamp()}
+                                                 for c in plan.prune])
         _apply(store, snap, index.rows, files, plan, chains, messages)
         report.checkpoint_files_removed = _remove_stale_files(store, {r.file for r in index.rows})
         for name in report.artifacts_removed:
@@ -300,11 +303,6 @@ def _apply(store: Store, snap: Snapshotter, rows: list[CheckpointIndexRow],
         durable.atomic_write(store.checkpoints_dir / name, raw)
         new_rows.append(row.model_copy(update={"file": name, "snapshot_commit": commit,
                                                "sha256": hashlib.sha256(raw).hexdigest()}))
-    # The ledger keeps naming dropped checkpoints: record them (fsynced) before the switch.
-    dropped = [{"checkpointId": r.checkpoint_id, "sessionId": r.session_id,
-                "prunedAt": clock.stamp()} for r in rows if not plan.kept(r.checkpoint_id)]
-    if dropped:
-        durable.append_jsonl(store.checkpoints_dir / verify_mod.PRUNED_FILE, dropped)
     durable.atomic_write(store.index_path, b"".join(durable.encode_line(r.to_json())
                                                     for r in new_rows))
     faults.point("gc.after_index")

@@ -159,6 +159,12 @@ class CheckpointConflict(Versioned):
     checkpoint_id: str | None = None
     base_hash: str | None = None
     created_at: str | None = None
+    # what a three-way view and a resolution need besides the hashes
+    call_id: str | None = None
+    reason: str | None = None
+    base_mode: int | None = None
+    expected_mode: int | None = None
+    resolved_at: str | None = None
 
 
 class Session(Versioned):

@@ -28,6 +28,7 @@ class Settings:
     retention: Retention = field(default_factory=lambda: Retention())
     encryption: bool = False
     keyring_user: str = "default"
+    daemon_autostart: bool = True
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,20 @@ def load(root: Path, *, untracked_size_cap: int | None = None) -> Settings:
     return Settings(untracked_size_cap=cap, tools=tools, redact_patterns=tuple(redact), raw=config,
                     skip_dirs=_skip_dirs(config), retention=_retention(config),
                     encryption=_bool("GITGUARD_ENCRYPT", encryption.get("enabled", False)),
-                    keyring_user=str(encryption.get("keyring_user", "default")))
+                    keyring_user=str(encryption.get("keyring_user", "default")),
+                    daemon_autostart=daemon_autostart(config))
+
+def daemon_autostart(config: dict[str, Any]) -> bool:
+    """`GITGUARD_NO_DAEMON=1` or `[daemon] autostart = false` keep the daemon from starting
+    on its own (`gitguard daemon start` still starts it)."""
+    if os.environ.get("GITGUARD_NO_DAEMON", "") not in ("", "0"):
+        return False
+    section = config.get("daemon", {})
+    value = section.get("autostart", True) if isinstance(section, dict) else True
+    if not isinstance(value, bool):
+        raise GitguardError(f"[daemon] autostart must be true or false, not {value!r}",
+                            "write autostart = false to keep the daemon from starting itself")
+    return value
 
 
 def _int(name: str, value: object) -> int:

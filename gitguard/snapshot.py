@@ -82,6 +82,13 @@ class Snapshotter:
         self._seed_stat_cache()
         out = self._status("--untracked-files=normal")
         changed, skipped, new_dirs = self._parse_status(out)
+        # A tracked file that became a directory: `-unormal` shows only the deletion, never
+        # the untracked directory in its place, so list that directory explicitly.
+        root = os.fsencode(self.ws.root)
+        for path in changed:
+            full = os.path.join(root, path)
+            if os.path.isdir(full) and not os.path.islink(full) and path + b"/" not in new_dirs:
+                new_dirs.append(path + b"/")
         for start in range(0, len(new_dirs), 64):
             chunk = new_dirs[start:start + 64]
             excludes = [f":(exclude,glob){_glob_escape(d)}**/{_glob_escape(n)}/**"
@@ -169,9 +176,16 @@ class Snapshotter:
             changed, skipped = self.scan()
         else:
             self._seed_stat_cache()
-        if changed:
+        gone = [p for p in changed if _gone(os.fsencode(self.ws.root), p)]
+        if gone:
+            # git refuses to look beyond a symlink: a path under a directory that became a
+            # link (or a file) must be force-removed, not re-examined.
+            self._git(["update-index", "--force-remove", "-z", "--stdin"],
+                      stdin=b"\0".join(gone) + b"\0")
+        present = [p for p in changed if p not in set(gone)] if gone else changed
+        if present:
             self._git(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
-                      stdin=b"\0".join(changed) + b"\0")
+                      stdin=b"\0".join(present) + b"\0")
         faults.point("snapshot.after_update_index")
         tree = self._git(["write-tree"]).decode().strip()
         self._keep_private(self.store.stat_index)
@@ -292,6 +306,20 @@ def _glob_escape(text: str | bytes) -> str:
 def in_skipped_dir(rel: str, names: tuple[str, ...]) -> bool:
     """Whether a path lies under a dependency/build dir name (for callers that skip the scan)."""
     return any(part in names for part in rel.split("/")[:-1])
+
+
+def _gone(root: bytes, rel: bytes) -> bool:
+    """True when `rel` no longer names a file: missing, or below a non-directory."""
+    parts = rel.rstrip(b"/").split(b"/")
+    here = root
+    for part in parts[:-1]:
+        here = os.path.join(here, part)
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return True
+        except OSError:
+            return True
+    return not os.path.lexists(os.path.join(here, parts[-1]))
 
 
 def workspace_path(store: Store, rel: str) -> Path:

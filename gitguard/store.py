@@ -30,15 +30,20 @@ class Store:
         self.sessions_path = self.root / "sessions.jsonl"
         self.checkpoints_dir = self.root / "checkpoints"
         self.index_path = self.checkpoints_dir / "index.jsonl"
+        self.pruned_path = self.checkpoints_dir / "pruned.jsonl"
         self.artifacts_dir = self.root / "artifacts"
         self.conflicts_path = self.root / "conflicts.json"
         self.stat_index = self.root / "stat.index"
         self.meta_path = self.root / "store.json"
+        # Not among `journals` (repaired under every lock): it grows with every changed
+        # path, so its writer repairs it alone (attrlog.append).
+        self.attribution_path = self.root / "attribution.jsonl"
         self.lock = durable.StoreLock(self.root / "lock")
 
     @property
     def journals(self) -> tuple[Path, ...]:
-        return (self.ledger_path, self.trace_path, self.sessions_path, self.index_path)
+        return (self.ledger_path, self.trace_path, self.sessions_path, self.index_path,
+                self.pruned_path)
 
     def exists(self) -> bool:
         return self.meta_path.exists()

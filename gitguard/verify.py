@@ -7,7 +7,6 @@ behind (an incomplete checkpoint file, a torn tail the next write repairs).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -18,13 +17,10 @@ import pygit2
 
 from gitguard import checkpoints, durable, ledger
 from gitguard.errors import CorruptRecord, IllegalTransition
-from gitguard.models import LedgerEvent
+from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
 from gitguard.snapshot import SESSION_REF, Snapshotter
 from gitguard.store import Store
-
-GC_TEMP_REF = "refs/gitguard/gc/"
-PRUNED_FILE = "pruned.jsonl"   # in checkpoints/: ids gc dropped, which the ledger may name
 
 
 @dataclass
@@ -42,7 +38,7 @@ def report(store: Store, snap: Snapshotter) -> Report:
     if not store.exists():
         return found
     journals: dict[str, list[dict[str, Any]]] = {}
-    for journal in store.journals:
+    for journal in (*store.journals, store.attribution_path):
         try:
             read = durable.read_jsonl(journal)
         except CorruptRecord as exc:
@@ -60,7 +56,7 @@ def report(store: Store, snap: Snapshotter) -> Report:
     last_seq = _check_ledger(store, journals.get(store.ledger_path.name), index, found)
     _check_checkpoints(store, snap, index, last_seq, found)
     _check_refs(snap, index, found)
-    _check_messages_held(store, snap.repo, index, found)
+    found.problems += _unheld_messages(store, snap.repo, index.rows)
     return found
 
 
@@ -70,7 +66,8 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
     and every checkpoint and artifact an entry names exists. Returns the last seq."""
     if records is None:
         return 0
-    ids = {row.checkpoint_id for row in index.rows} | pruned_ids(store)
+    ids = {row.checkpoint_id for row in index.rows}
+    pruned = checkpoints.pruned_ids(store)
     last_seq = 0
     current: dict[str, Any] = {}
     for record in records:
@@ -91,7 +88,8 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
             found.problems.append(f"ledger seq {event.seq}: {exc.message}")
         current[entry.call_id] = entry
         for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
-            if checkpoint_id is not None and checkpoint_id not in ids:
+            if checkpoint_id is not None and checkpoint_id not in ids \
+                    and checkpoint_id not in pruned:
                 found.problems.append(f"{entry.call_id} names checkpoint {checkpoint_id}, "
                                       "which is not in the index")
     for entry in current.values():
@@ -111,7 +109,6 @@ def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index
             found.problems.append(f"checkpoint {row.checkpoint_id} is indexed twice")
         seen.add(row.checkpoint_id)
         try:
-            # a sealed run state stays sealed: verify needs no key
             checkpoint = checkpoints.load(store, row, open_state=False)
         except CorruptRecord as exc:
             found.problems.append(exc.message)
@@ -151,14 +148,18 @@ def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> N
             target = repo.references[name].target
             if not isinstance(repo.get(target), pygit2.Commit):
                 found.problems.append(f"{name} does not point at a commit")
+    # An interrupted `gitguard gc` holds rewritten chains under refs/gitguard/gc/ until it
+    # moves the session refs: those commits are just as safe from `git gc`.
+    held_by_gc: set[str] = set()
+    for name in repo.references:
+        if name.startswith("refs/gitguard/gc/sessions/"):
+            held_by_gc |= _chain(repo, name)
     reachable: dict[str, set[str]] = {}
     for row in index.rows:
         chain = reachable.get(row.session_id)
         if chain is None:
-            # while gc rewrites a chain, a temporary ref keeps the new one reachable
-            chain = reachable[row.session_id] = (
-                _chain(repo, SESSION_REF + row.session_id)
-                | _chain(repo, GC_TEMP_REF + "sessions/" + row.session_id))
+            chain = _chain(repo, SESSION_REF + row.session_id)
+            reachable[row.session_id] = chain = chain | held_by_gc if chain else chain
         if not chain:
             found.problems.append(f"session {row.session_id} has checkpoints but no snapshot ref")
             reachable[row.session_id] = {""}   # report the missing ref once
@@ -175,39 +176,31 @@ def _chain(repo: pygit2.Repository, ref_name: str) -> set[str]:
     return {str(commit.id) for commit in repo.walk(ref.target)}
 
 
-def pruned_ids(store: Store) -> set[str]:
-    """Checkpoints `gitguard gc` dropped on purpose: the ledger may still name them."""
-    read = durable.read_jsonl(store.checkpoints_dir / PRUNED_FILE)
-    return {str(r.get("checkpointId")) for r in read.records}
-
-
-def _check_messages_held(store: Store, repo: pygit2.Repository, index: checkpoints.Index,
-                         found: Report) -> None:
-    """Every message blob a checkpoint names is held by its session's messages ref (or,
-    mid-gc, the temporary one): otherwise `git gc` would prune it."""
-    held: dict[str, set[str]] = {}
-    for row in index.rows:
-        if row.session_id not in held:
-            held[row.session_id] = set()
-            for name in (checkpoints.MESSAGES_REF + row.session_id,
-                         GC_TEMP_REF + "messages/" + row.session_id):
-                ref = repo.references.get(name)
-                tip = repo.get(ref.target) if ref is not None else None
-                if isinstance(tip, pygit2.Commit):
-                    held[row.session_id] |= held_blobs(repo, tip)
+def _unheld_messages(store: Store, repo: pygit2.Repository,
+                     rows: list[CheckpointIndexRow]) -> list[str]:
+    """Message blobs that no messages ref holds: `git gc` would delete them."""
+    held: set[str] = set()
+    for name in repo.references:
+        if name.startswith(checkpoints.MESSAGES_REF):
+            # a holder's tree is its parent's plus new blobs, so the tip holds them all
+            tip = repo.get(repo.references[name].target)
+            if isinstance(tip, pygit2.Commit):
+                held |= held_blobs(repo, tip)
+    found = []
+    for row in rows:
         try:
-            raw = json.loads((store.checkpoints_dir / row.file).read_bytes())
-        except (OSError, ValueError):
-            continue   # _check_checkpoints reports the file
-        missing = [m for m in raw.get("messageRefs", []) if m not in held[row.session_id]]
+            checkpoint = checkpoints.load(store, row, open_state=False)
+        except CorruptRecord:
+            continue
+        missing = [m for m in checkpoint.message_refs if m not in held]
         if missing:
-            found.problems.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message "
-                                  "blob(s) held by no gitguard ref (`git gc` would drop them)")
+            found.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message blob(s) "
+                         "held by no gitguard ref")
+    return found
 
 
 def held_blobs(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
-    """The blob ids a message-holder commit keeps (a two-level fan-out tree). Each holder's
-    tree is its parent's plus new blobs, so the tip holds them all."""
+    """The blob ids a message-holder commit keeps (a two-level fan-out tree)."""
     held: set[str] = set()
     for prefix in commit.tree:
         sub = repo.get(prefix.id)

@@ -34,6 +34,9 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     for key, value in PINNED_ENV.items():
         monkeypatch.setenv(key, value)
+    # No test gets a watcher daemon by accident (`gitguard init` starts one otherwise);
+    # daemon tests start theirs explicitly and stop it in a fixture.
+    monkeypatch.setenv("GITGUARD_NO_DAEMON", "1")
     for key in ("GITGUARD_SESSION", "GITGUARD_FAULT", "GITGUARD_NOW", "GIT_DIR", "GIT_INDEX_FILE",
                 "GIT_WORK_TREE"):
         monkeypatch.delenv(key, raising=False)

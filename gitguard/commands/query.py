@@ -7,6 +7,7 @@ import click
 from gitguard import verify as verify_mod
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
+from gitguard.integrations import baselines
 
 
 @click.command()
@@ -18,6 +19,9 @@ def status(ctx: Ctx, as_json: bool) -> None:
     Example: gitguard status --json
     """
     found = ctx.guard.status()
+    value = found.to_json()
+    # What the git hooks recorded: the user's checkouts/merges and the agent patches committed.
+    value["gitEvents"] = baselines.summary(ctx.guard.store) if found.git else None
 
     def human() -> None:
         plain = "" if found.git else " (not a git repository)"
@@ -34,8 +38,12 @@ def status(ctx: Ctx, as_json: bool) -> None:
             click.echo(f"  skipped ({why}): {path}")
         if found.store_bytes:
             click.echo(f"store {found.store_bytes / 1e6:.2f} MB (files in {ctx.guard.store.root})")
+        for move in (value["gitEvents"] or {}).get("moves", [])[-5:]:
+            click.echo(f"  git {baselines.describe_move(move)}")
+        for commit in (value["gitEvents"] or {}).get("commits", [])[-5:]:
+            click.echo("\n".join("  " + line for line in baselines.describe_commit(commit)))
 
-    emit(found.to_json(), as_json, human)
+    emit(value, as_json, human)
 
 
 @click.command()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
@@ -21,8 +23,31 @@ def init(ctx: Ctx, no_hooks: bool, no_daemon: bool, as_json: bool) -> None:
     guard = ctx.guard
     created = guard.store.create()
     value = {"store": str(guard.store.root), "created": created, "git": guard.ws.is_git}
-    emit(value, as_json, lambda: click.echo(
-        f"{'Created' if created else 'Found'} the gitguard store at {guard.store.root}"))
+    daemon_line = _start_daemon(guard, no_daemon, value)
+
+    def human() -> None:
+        click.echo(f"{'Created' if created else 'Found'} the gitguard store at {guard.store.root}")
+        if daemon_line:
+            click.echo(daemon_line)
+
+    emit(value, as_json, human)
+
+
+def _start_daemon(guard: Any, no_daemon: bool, value: dict[str, Any]) -> str:
+    """Start the watcher daemon unless told not to; init succeeds without it."""
+    from gitguard import daemonctl
+    from gitguard.errors import GitguardError
+
+    if no_daemon or not guard.settings.daemon_autostart:
+        value["daemon"] = None
+        return ""
+    try:
+        started = daemonctl.start(guard.ws)
+    except GitguardError as exc:
+        value["daemon"] = {"error": exc.message}
+        return f"The daemon did not start ({exc.message}); gitguard works without it"
+    value["daemon"] = {"pid": started.pid}
+    return f"The daemon {'runs' if started.already else 'started'} (pid {started.pid})"
 
 
 @click.group()

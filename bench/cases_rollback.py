@@ -1,0 +1,64 @@
+"""Rollback rows: `rollback-files` of 1 and of 100 files an agent call changed.
+
+Each sample: a checkpoint, one agent call that edits N tracked files spread over
+the tree (untimed), then the timed rollback to that checkpoint: plan, safety
+checkpoint, writes, post checkpoint, ledger entry. In-process, like an agent
+runtime calling the Python API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.cases import CaseContext, Measurement, Skip, case, timed_once
+from bench.probes import Editor, IndexProbe
+from bench.shell import du_bytes
+
+
+def _rollback(ctx: CaseContext, files: int) -> Measurement:
+    try:
+        from gitguard.api import Guard
+        from gitguard.rollback import rollback_files
+    except Exception as exc:  # noqa: BLE001 - any failure to import means "skip this row"
+        raise Skip(f"gitguard.rollback not usable: {type(exc).__name__}: {exc}") from exc
+    guard: Any = Guard.init(ctx.repo)
+    try:
+        guard.checkpoint(kind="manual", step_id="s0")      # the first snapshot, untimed
+        editor = Editor(ctx.repo)
+        probe = IndexProbe(ctx.repo)
+        samples: list[float] = []
+        grown = 0
+        for run in range(ctx.runs + 1):                     # the first run warms up
+            target = guard.checkpoint(kind="manual", step_id=f"before_{run}").checkpoint_id
+            with guard.tool_call("write_files", {"files": files, "run": run}):
+                paths = [editor.edit() for _ in range(files)]
+            before = du_bytes(ctx.repo / ".git")
+            result: Any = None
+
+            def once(checkpoint_id: str = target) -> None:
+                nonlocal result
+                result = rollback_files(guard, checkpoint_id)
+
+            ms = timed_once(once)
+            probe.check()
+            if len(result.restored) != len(set(paths)) or result.conflicts:
+                raise RuntimeError(f"rolled back {len(result.restored)} of {len(set(paths))} "
+                                   f"files, {len(result.conflicts)} conflicts")
+            if run:
+                samples.append(ms)
+                grown += du_bytes(ctx.repo / ".git") - before
+        note = (f"in-process; {files} file(s) restored per sample, each with a pre_rollback "
+                "and a post checkpoint")
+        return Measurement(tuple(samples), grown // ctx.runs, note, probe.note())
+    finally:
+        guard.close()
+
+
+@case("gitguard: rollback-files, 1 file", group="gitguard", target="< 100 ms")
+def rollback_one(ctx: CaseContext) -> Measurement:
+    return _rollback(ctx, 1)
+
+
+@case("gitguard: rollback-files, 100 files", group="gitguard", target="< 100 ms")
+def rollback_hundred(ctx: CaseContext) -> Measurement:
+    return _rollback(ctx, 100)

@@ -1,0 +1,171 @@
+"""Talking to the daemon with the standard library alone.
+
+This is the per-tool-call path: an agent hook runs `gitguard call begin` for every
+tool call, so it must not import pygit2, pydantic, click or watchdog (about 110 ms)
+when a daemon can do the work. Protocol: one JSON request per connection on the
+unix socket `<store>/daemon.sock`; the client shuts its side for writing, the
+daemon answers with one JSON object and closes:
+
+    {"op": "call.begin", "args": {"argv": [...], "cwd": "...", "env": {...},
+                                  "stdin": "<base64>"}}
+    -> {"exit": 0, "stdout": "...", "stderr": "..."}
+    -> {"fallback": true, "reason": "..."}      the caller does the work itself
+
+Byte-exact output travels as text with surrogate escapes (JSON escapes them).
+"""
+
+from __future__ import annotations
+
+import _socket  # not `socket`: that module pulls in selectors and enum, ~3 ms per call
+import errno
+import json
+import os
+import struct
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: `typing` costs milliseconds to import
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+SOCKET_NAME = "daemon.sock"
+PID_NAME = "daemon.pid"
+LOCK_NAME = "daemon.lock"
+STORE_IN_GIT = "gitguard"
+NON_GIT_STORE = ".agent-runtime"
+_MAX_SUN_PATH = 100     # sockaddr_un holds 108 bytes; longer paths go through /proc
+
+
+class Unreachable(Exception):
+    """No daemon took the request: the caller should do the work itself."""
+
+
+class Broken(Exception):
+    """The daemon took the request but gave no answer (it died or hung)."""
+
+
+def find_store(start: str) -> tuple[str, str] | None:
+    """(workspace root, store dir) as `workspace.discover` finds them, or None.
+
+    A git repository wins over a plain directory with `.agent-runtime`, as in discover."""
+    here = os.path.abspath(start)
+    while True:
+        dot_git = os.path.join(here, ".git")
+        if os.path.isdir(dot_git):
+            return here, os.path.join(dot_git, STORE_IN_GIT)
+        if os.path.isfile(dot_git):
+            git_dir = _gitfile_target(dot_git)
+            if git_dir is None:
+                return None
+            return here, os.path.join(git_dir, STORE_IN_GIT)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    here = os.path.abspath(start)
+    while True:
+        runtime = os.path.join(here, NON_GIT_STORE)
+        if os.path.isdir(runtime):
+            return here, runtime
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def _gitfile_target(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = text[len("gitdir:"):].strip()
+    return os.path.normpath(os.path.join(os.path.dirname(path), target))
+
+
+def request(store: str, op: str, args: Mapping[str, Any] | None = None,
+            timeout: float = 300.0) -> dict[str, Any]:
+    """Send one request; Unreachable when no daemon took it, Broken when it took it and
+    did not answer."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    dir_fd = -1
+    try:
+        sock.settimeout(2.0)
+        address = os.path.join(store, SOCKET_NAME)
+        if len(os.fsencode(address)) > _MAX_SUN_PATH:
+            dir_fd = os.open(store, os.O_PATH | os.O_DIRECTORY)
+            address = f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
+        try:
+            sock.connect(address)
+        except OSError as exc:
+            raise Unreachable(f"no daemon at {store}: {exc.strerror}") from None
+        peer_pid, peer_uid, _ = struct.unpack("3i", sock.getsockopt(
+            _socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i")))
+        if peer_uid != os.getuid():
+            raise Unreachable("the daemon socket belongs to another user")
+        if peer_pid == os.getpid():
+            raise Unreachable("this process is the daemon")
+        payload = json.dumps({"op": op, "args": dict(args or {})}, ensure_ascii=True).encode()
+        try:
+            sock.sendall(payload)
+            sock.shutdown(_socket.SHUT_WR)
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+                raise Unreachable("the daemon closed the connection") from None
+            raise
+        sock.settimeout(timeout)
+        chunks = []
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except OSError as exc:
+            raise Broken(f"the daemon did not answer: {exc}") from None
+    finally:
+        sock.close()
+        if dir_fd >= 0:
+            os.close(dir_fd)
+    if not chunks:
+        raise Broken("the daemon closed the connection without an answer")
+    try:
+        answer = json.loads(b"".join(chunks))
+    except ValueError:
+        raise Broken("the daemon's answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise Broken("the daemon's answer is not an object")
+    if answer.get("fallback"):
+        raise Unreachable(str(answer.get("reason", "the daemon declined")))
+    return answer
+
+
+def cli_args(argv: list[str], cwd: str, stdin: bytes | None) -> dict[str, Any]:
+    encoded = None
+    if stdin is not None:
+        import base64
+
+        encoded = base64.b64encode(stdin).decode()
+    return {"argv": argv, "cwd": cwd, "env": dict(os.environ), "stdin": encoded}
+
+
+def out_bytes(text: object) -> bytes:
+    return str(text or "").encode("utf-8", "surrogateescape")
+
+
+def alive(store: str) -> bool:
+    """A daemon answers on this store's socket."""
+    try:
+        request(store, "ping", timeout=5.0)
+    except (Unreachable, Broken):
+        return False
+    return True
+
+
+def pid_of(store: str) -> int | None:
+    try:
+        with open(os.path.join(store, PID_NAME)) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,145 @@
+"""`gitguard hooks install|uninstall|status`; `gitguard hook git|claude-code`, what hooks call."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gitguard.cli import Ctx, emit, json_option, pass_ctx
+
+STDIN_HOOKS = ("pre-push", "post-rewrite")
+
+
+@click.group()
+def hooks() -> None:
+    """gitguard's git hooks: record your checkouts, merges, rebases and commits, guard pushes.
+
+    Your own hooks keep running: each is kept as NAME.gitguard-legacy and run first.
+    """
+
+
+def _show(report: Any, as_json: bool) -> None:
+    def human() -> None:
+        if report.hooks_dir.notice:
+            click.echo(f"Notice: {report.hooks_dir.notice}")
+        click.echo(f"hooks directory {report.hooks_dir.path}")
+        if report.python:
+            click.echo(f"gitguard runs with {report.python}")
+        for h in report.hooks:
+            words = h.action or h.state
+            kept = " (your hook kept, runs first)" if h.kept and not h.action else ""
+            click.echo(f"  {h.name:<14} {words}{kept}{'; ' + h.detail if h.detail else ''}")
+
+    emit(report.to_json(), as_json, human)
+
+
+@hooks.command("install")
+@json_option
+@pass_ctx
+def hooks_install(ctx: Ctx, as_json: bool) -> None:
+    """Install the shims (post-checkout, post-merge, post-rewrite, post-commit, pre-push).
+
+    Creates the gitguard store too. Respects core.hooksPath (husky, lefthook).
+
+    Example: gitguard hooks install
+    """
+    from gitguard.integrations import hook_install
+
+    guard = ctx.guard
+    report = hook_install.install(guard.ws)
+    guard.store.create()
+    _show(report, as_json)
+
+
+@hooks.command("uninstall")
+@json_option
+@pass_ctx
+def hooks_uninstall(ctx: Ctx, as_json: bool) -> None:
+    """Remove the shims and put back, byte for byte, the hooks that were there before.
+
+    Example: gitguard hooks uninstall
+    """
+    from gitguard.integrations import hook_install
+
+    _show(hook_install.uninstall(ctx.guard.ws), as_json)
+
+
+@hooks.command("status")
+@json_option
+@pass_ctx
+def hooks_status(ctx: Ctx, as_json: bool) -> None:
+    """Which shims are in place, which of your hooks they run, which interpreter they use.
+
+    Example: gitguard hooks status --json
+    """
+    from gitguard.integrations import hook_install
+
+    _show(hook_install.status(ctx.guard.ws), as_json)
+
+
+@click.group()
+def hook() -> None:
+    """What the installed hooks call; you do not run these yourself."""
+
+
+@hook.command("git", context_settings={"ignore_unknown_options": True,
+                                       "allow_interspersed_args": False})
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@pass_ctx
+def hook_git(ctx: Ctx, name: str, args: tuple[str, ...]) -> None:
+    """Run gitguard's part of the git hook NAME (ARGS and stdin as git gave them).
+
+    Never fails a post-* hook; exits 4 when pre-push refuses a push of refs/gitguard/*.
+    """
+    from gitguard.integrations import git_hooks, hooklog
+
+    stdin = sys.stdin.buffer.read() if name in STDIN_HOOKS else b""
+    try:
+        code, message = git_hooks.handle(ctx.guard, name, list(args), stdin)
+    except Exception as exc:  # a hook must not break git: log it and say so
+        store = ctx.guard.store.root if ctx._guard is not None else None
+        where = hooklog.log_failure(store, f"git {name}", exc)
+        code = 3 if name == "pre-push" else 0  # the pre-push shim then checks on its own
+        message = (f"gitguard: its {name} hook failed ({type(exc).__name__}: {exc}); your git "
+                   f"command is not affected. Details: {where}")
+    if message:
+        click.echo(message, err=True)
+    raise click.exceptions.Exit(code)
+
+
+@hook.command("claude-code")
+@pass_ctx
+def hook_claude_code(ctx: Ctx) -> None:
+    """Answer one Claude Code (or Codex) hook event: JSON on stdin, JSON on stdout, exit 0.
+
+    Example: echo '{"hook_event_name": "Stop", "session_id": "s1"}' | gitguard hook claude-code
+    """
+    from gitguard.integrations import claude_code, hooklog
+
+    answer: dict[str, Any]
+    try:
+        payload = json.loads(sys.stdin.buffer.read() or b"null")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook event on stdin is not a JSON object")
+        answer = claude_code.handle(_guard_for(ctx, payload), payload)
+    except Exception as exc:  # the agent must keep working: log it and allow
+        store = ctx.guard.store.root if ctx._guard is not None else None
+        where = hooklog.log_failure(store, "claude-code", exc)
+        answer = {"systemMessage": f"gitguard: its hook failed ({type(exc).__name__}: {exc}); "
+                                   f"nothing was blocked. Details: {where}"}
+    click.echo(json.dumps(answer, ensure_ascii=False))
+
+
+def _guard_for(ctx: Ctx, payload: dict[str, Any]) -> Any:
+    """The project the agent works in: CLAUDE_PROJECT_DIR, else the event's cwd."""
+    for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
+        if isinstance(candidate, str) and candidate and Path(candidate).is_dir():
+            ctx.path = candidate
+            break
+    return ctx.guard

@@ -1,0 +1,362 @@
+"""The watcher daemon of one worktree: `gitguard daemon start --foreground` runs this.
+
+Threads: watchdog's (enqueue filesystem events only), the socket server's
+(enqueue requests only) and the main thread, the one worker: it owns the pygit2
+repository, the dirty set and the attribution tracker, and runs every request to
+completion before the next. The store lock is taken only while something is
+written, so CLI commands keep working beside the daemon.
+
+Requests (one JSON object per connection, see `gitguard.client`):
+
+* `call.begin`, `call.end`, `hook`: a command line, run through the same click
+  command as the CLI (same output, same exit code) against the daemon's Guard;
+* `api.begin_call`, `api.end_call`: the Python API's calls (`remote.py`);
+* `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
+* `ping`, `status`, `stop`, `flush`, `rescan`, `resync`, `gc`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import logging
+import os
+import queue
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitguard import calls, ledger, packing
+from gitguard.api import Guard
+from gitguard.engine import Engine, Item, Job
+from gitguard.errors import GitguardError
+from gitguard.fastsnap import DaemonSnapshotter
+from gitguard.models import ToolLedgerEntry
+from gitguard.server import SocketServer
+from gitguard.snapshot import Snapshotter
+from gitguard.watcher import Source, WatchdogSource
+from gitguard.workspace import NON_GIT_STORE, Workspace, discover
+
+DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is quiet this long
+PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted
+IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays near zero)
+BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
+
+
+class DaemonGuard(Guard):
+    """The daemon's long-lived Guard: trees from the engine, call windows to the tracker."""
+
+    engine: Engine
+
+    def attach(self, engine: Engine) -> None:
+        snap = DaemonSnapshotter(self.store, self.settings)
+        snap.__dict__["repo"] = engine.repo     # one repository object, one thread
+        snap.engine = engine
+        self.snap = snap
+        self.engine = engine
+
+    def begin_call(self, tool: str, tool_input: Mapping[str, Any], **options: Any
+                   ) -> ToolLedgerEntry:
+        if self.engine.tracker.windows:
+            self.engine.settle_windows(ledger.read(self.store))
+        entry = calls.begin(self, tool, tool_input, **options)
+        self.engine.opened(entry, dict(tool_input))
+        return entry
+
+    def end_call(self, call_id: str, status: str = "succeeded",
+                 result: str | bytes | None = None) -> ToolLedgerEntry:
+        entry = calls.end(self, call_id, status, result)
+        self.engine.closed(entry)
+        return entry
+
+    def close(self) -> None:
+        """The daemon keeps its repository open between requests."""
+
+
+class Daemon:
+    def __init__(self, ws: Workspace, log: logging.Logger, source: Source | None = None,
+                 sink: queue.SimpleQueue[Item] | None = None) -> None:
+        self.ws = ws
+        self.log = log
+        self.sink: queue.SimpleQueue[Item] = sink or queue.SimpleQueue()
+        self.guard = DaemonGuard(ws)
+        plain = Snapshotter(self.guard.store, self.guard.settings)
+        skip = (b".git",) if ws.is_git else (b".git", os.fsencode(NON_GIT_STORE))
+        self.source = source or WatchdogSource(ws.root, ws.store_dir, self.sink,
+                                               skip_names=skip)
+        self.engine = Engine(self.guard.store, plain, self.source, self.sink, log)
+        self.guard.attach(self.engine)
+        self.server: SocketServer | None = None
+        self.stopping = False
+        self.started_at = time.time()
+        self.start_ms = 0.0
+        self.last_pack_check = 0.0
+        self.calls_since_pack = 0
+        self.backoff_until = 0.0
+
+    # --- life -------------------------------------------------------------------------
+    def start(self, serve_socket: bool = True) -> None:
+        began = time.perf_counter()
+        self.engine.start()
+        self.start_ms = (time.perf_counter() - began) * 1000
+        if serve_socket:
+            self.server = SocketServer(self.ws.store_dir, self.sink, self.handle, self.log)
+            self.server.start()
+        self.log.info("watching %s (start-up scan and watches: %.0f ms, %d inotify watches)",
+                      self.ws.root, self.start_ms, self.source.watch_count())
+
+    def run(self) -> None:
+        """The worker loop, until `stop` (request or signal)."""
+        while not self.stopping:
+            self.step(self._timeout())
+
+    def step(self, timeout: float | None) -> None:
+        engine = self.engine
+        try:
+            item = engine.deferred.popleft() if engine.deferred else self.sink.get(
+                timeout=timeout)
+        except queue.Empty:
+            self.idle()
+            return
+        if isinstance(item, Job):
+            try:
+                item.done.put((True, item.fn()))
+            except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
+                self.log.exception("request failed")
+                item.done.put((False, f"{type(exc).__name__}: {exc}"))
+        else:
+            engine.absorb(item)
+
+    def _timeout(self) -> float:
+        engine = self.engine
+        now = time.monotonic()
+        if now < self.backoff_until:
+            return self.backoff_until - now
+        if engine.tracker.outside or engine.rescan_reason:
+            return max(0.0, engine.last_event + DEBOUNCE_S - now)
+        return IDLE_WAKE_S
+
+    def idle(self) -> None:
+        """Quiet for a moment: rescan if one is due, record the user's changes, pack."""
+        engine = self.engine
+        try:
+            if engine.rescan_reason:
+                engine.rescan(engine.rescan_reason)
+            if engine.tracker.outside and time.monotonic() - engine.last_event >= DEBOUNCE_S:
+                engine.flush_user()
+            if (time.monotonic() - self.last_pack_check >= PACK_CHECK_S
+                    and self.calls_since_pack):
+                self.pack()
+        except Exception:  # noqa: BLE001 - logged; retried later instead of spinning
+            self.log.exception("idle work failed; retrying in %.0f s", BACKOFF_S)
+            self.backoff_until = time.monotonic() + BACKOFF_S
+
+    def pack(self) -> dict[str, Any]:
+        """The cheap check of `call end`, from the idle loop: pack once enough is loose."""
+        return self._pack(force=False)
+
+    def pack_now(self) -> dict[str, Any]:
+        return self._pack(force=True)
+
+    def _pack(self, force: bool) -> dict[str, Any]:
+        self.last_pack_check = time.monotonic()
+        self.calls_since_pack = 0
+        store = self.guard.store
+        with store.writing():
+            stats = (packing.pack_gitguard_objects(store) if force else
+                     packing.maybe_pack(store, pygit2.Repository(str(self.ws.git_dir))))
+        if stats is not None and stats.objects:
+            self.log.info("packed %d gitguard object(s) (%d loose before)", stats.objects,
+                          stats.loose_before)
+        return stats.to_json() if stats is not None else {"objects": 0}
+
+    def shutdown(self) -> None:
+        """Finish the requests already taken, record everything, leave no socket behind."""
+        self.stopping = True
+        if self.server is not None:
+            self.server.refuse_new()
+            while self.server.busy() or self.engine.deferred:
+                self.step(0.05)
+            self.server.stop()
+        self.engine.stop()
+        self.log.info("stopped")
+
+    # --- requests -----------------------------------------------------------------------
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = str(request.get("op", ""))
+        args = request.get("args") or {}
+        if not isinstance(args, dict):
+            return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
+        if op in ("call.begin", "call.end", "hook"):
+            self.calls_since_pack += 1
+            return self.run_cli(args)
+        if op in ("api.begin_call", "api.end_call"):
+            self.calls_since_pack += 1
+            return self.run_api(op, args)
+        if op in ("hook.claude_code", "hook.git"):
+            return self.run_hook(op, args)
+        simple = {"ping": self.ping, "status": self.status, "stop": self.request_stop,
+                  "flush": self.flush, "rescan": self.rescan, "resync": self.resync,
+                  "gc": self.pack_now}
+        if op in simple:
+            return {"exit": 0, "result": simple[op]()}
+        return {"fallback": True, "reason": f"unknown op {op!r}"}
+
+    def ping(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "workspace": str(self.ws.root)}
+
+    def status(self) -> dict[str, Any]:
+        counts = dict(self.engine.counts)
+        return {"pid": os.getpid(), "workspace": str(self.ws.root),
+                "uptimeS": round(time.time() - self.started_at, 1),
+                "startMs": round(self.start_ms, 1), "watches": self.source.watch_count(),
+                "rssKb": _rss_kb(), "cpuS": round(time.process_time(), 3),
+                "dirty": len(self.engine.dirty), "openWindows": sorted(self.engine.tracker.windows),
+                "snapshotMode": self.engine.git_mode or "incremental", **counts}
+
+    def request_stop(self) -> dict[str, Any]:
+        self.stopping = True
+        return {"stopping": os.getpid()}
+
+    def flush(self) -> dict[str, Any]:
+        """Record every change seen so far (rollback calls this before reading records)."""
+        with self.guard.store.writing():
+            self.engine.tree_now()
+            self.engine.record(self.engine.tracker.flush_user())
+        return {"records": self.engine.counts["records"]}
+
+    def rescan(self) -> dict[str, Any]:
+        return {"tree": self.engine.rescan("requested").tree}
+
+    def resync(self) -> dict[str, Any]:
+        with self.guard.store.writing():
+            agreed = self.engine.resync()
+        return {"agreed": agreed, "tree": self.engine.tree.tree if self.engine.tree else None}
+
+    def _mine(self, cwd: str) -> bool:
+        try:
+            return discover(Path(cwd)).store_dir == self.ws.store_dir
+        except GitguardError:
+            return False
+
+    def run_cli(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The click command line, in-process, with the client's cwd, env and stdin."""
+        from gitguard import cli
+
+        argv, cwd = args.get("argv"), args.get("cwd")
+        if not isinstance(argv, list) or not isinstance(cwd, str) or not self._mine(cwd):
+            return {"fallback": True, "reason": "another workspace"}
+        stdin = base64.b64decode(args["stdin"]) if args.get("stdin") else b""
+        env = args.get("env") if isinstance(args.get("env"), dict) else None
+        with _client_context(cwd, env, stdin) as (out, err):
+            code = cli.run(["-C", cwd, *[str(a) for a in argv]], self._open_guard)
+        return {"exit": code, "stdout": out.getvalue().decode("utf-8", "surrogateescape"),
+                "stderr": err.getvalue().decode("utf-8", "surrogateescape")}
+
+    def _open_guard(self, path: str) -> Guard:
+        if discover(Path(path)).store_dir == self.ws.store_dir:
+            return self.guard
+        return Guard.open(path)
+
+    def run_api(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        kwargs = args.get("kwargs") or {}
+        cwd = str(args.get("cwd", self.ws.root))
+        if not self._mine(cwd):
+            return {"fallback": True, "reason": "another workspace"}
+        env = args.get("env") if isinstance(args.get("env"), dict) else None
+        try:
+            with _client_context(cwd, env, b""):
+                if op == "api.begin_call":
+                    entry = self.guard.begin_call(kwargs.pop("tool"), kwargs.pop("tool_input"),
+                                                  **kwargs)
+                else:
+                    result = kwargs.get("result")
+                    if kwargs.pop("result_b64", False) and isinstance(result, str):
+                        kwargs["result"] = base64.b64decode(result)
+                    entry = self.guard.end_call(**kwargs)
+        except GitguardError as exc:
+            return {"exit": exc.exit_code, "error": {"class": type(exc).__name__,
+                                                     "message": exc.message, "hint": exc.hint}}
+        return {"exit": 0, "entry": entry.to_json()}
+
+    def run_hook(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The integrations' handlers, if this gitguard has them; else the caller falls back."""
+        import importlib
+
+        name = "claude_code" if op == "hook.claude_code" else "git_hooks"
+        try:
+            module = importlib.import_module(f"gitguard.integrations.{name}")
+            handle = module.handle
+        except (ImportError, AttributeError):
+            return {"fallback": True, "reason": f"gitguard.integrations.{name} is not available"}
+        try:
+            if op == "hook.claude_code":
+                result = handle(self.guard, dict(args.get("payload") or {}))
+                return {"exit": 0, "result": result, "stderr": "",
+                        "stdout": json.dumps(result, ensure_ascii=False)}
+            code, output = handle(self.guard, str(args.get("name")),
+                                  [str(a) for a in args.get("args") or []],
+                                  base64.b64decode(args.get("stdin") or ""))
+            return {"exit": code, "stdout": output, "stderr": ""}
+        except GitguardError as exc:
+            return {"exit": exc.exit_code, "stdout": "",
+                    "stderr": f"Error: {exc.message}\n" + (f"Hint: {exc.hint}\n" if exc.hint
+                                                           else "")}
+
+
+@contextlib.contextmanager
+def _client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
+                    ) -> Iterator[tuple[io.BytesIO, io.BytesIO]]:
+    """Run as the client would: its directory, environment and stdin; output captured.
+    Only the worker thread does this, one request at a time."""
+    out, err = io.BytesIO(), io.BytesIO()
+    saved = (sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ))
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape",
+                                  write_through=True)
+    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", errors="surrogateescape",
+                                  write_through=True)
+    try:
+        os.chdir(cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        yield out, err
+    finally:
+        for stream in (sys.stdin, sys.stdout, sys.stderr):
+            with contextlib.suppress(ValueError):
+                stream.flush()
+                stream.detach()     # keep the BytesIO open: the wrapper would close it
+        sys.stdin, sys.stdout, sys.stderr = saved[0], saved[1], saved[2]
+        os.chdir(saved[3])
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved[4])
+
+
+def _rss_kb() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def install_signals(daemon: Daemon) -> None:
+    """SIGTERM and SIGINT stop the daemon cleanly: the worker finishes what it holds."""
+    def stop(signum: int, frame: object) -> None:
+        daemon.stopping = True
+        daemon.sink.put(Job(lambda: None))      # wake the worker
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+

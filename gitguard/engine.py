@@ -1,0 +1,400 @@
+"""The daemon's worker: the one thread that owns the pygit2 repository.
+
+It drains the watcher's queue into a dirty set and the attribution `Tracker`,
+builds each snapshot tree from the previous tree and the dirty paths
+(`treebuild`), and writes attribution records. A full scan (git status against
+the stat index, which it also brings up to date) runs only at start, after an
+overflow, when ignore or attribute rules change, and on request (before a
+restore).
+
+`daemon.state` remembers the last tree whose changes are all recorded: at the next
+start, whatever differs from it changed while nobody watched and is `unknown`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import json
+import logging
+import os
+import queue
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from gitguard import attrlog, checkpoints, ledger
+from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
+from gitguard.fastsnap import blob_at, diff_trees
+from gitguard.gitcmd import run_git
+from gitguard.models import ToolLedgerEntry
+from gitguard.snapshot import Snapshotter, TreeResult
+from gitguard.store import Store
+from gitguard.treebuild import (
+    IncrementalTree,
+    NeedsFullScan,
+    converts_content,
+    needs_git_filters,
+    tree_of,
+)
+from gitguard.watcher import Raw, Source
+from gitguard.workspace import NON_GIT_STORE, safe_relpath
+
+RULE_FILES = frozenset({b".gitignore", b".gitattributes"})
+REPLANT_S = 0.5             # a silent queue this long: plant another barrier
+
+
+@dataclass
+class Job:
+    """Work for the worker thread from another thread; the reply comes back on `done`."""
+
+    fn: Callable[[], Any]
+    done: queue.SimpleQueue[tuple[bool, Any]] = field(default_factory=queue.SimpleQueue)
+
+
+Item = Raw | Job
+
+
+class Engine:
+    def __init__(self, store: Store, snap: Snapshotter, source: Source,
+                 sink: queue.SimpleQueue[Item], log: logging.Logger,
+                 barrier_timeout: float = 30.0) -> None:
+        self.store = store
+        self.ws = store.ws
+        self.snap = snap              # plain Snapshotter: full scans through git
+        self.repo = snap.repo
+        self.source = source
+        self.sink = sink
+        self.log = log
+        self.barrier_timeout = barrier_timeout
+        self.tracker = Tracker()
+        self.dirty: set[bytes] = set()
+        self.tree: IncrementalTree | None = None
+        self.recorded_tree: str | None = None   # verdicts are written up to this tree
+        self.git_mode: str | None = None        # why snapshots go through git, if they must
+        self.rescan_reason: str | None = "start"
+        self.lost = False                       # events were lost: rescan finds `unknown`s
+        self.deferred: collections.deque[Job] = collections.deque()
+        self.tokens = itertools.count(1)
+        self.ignored_memo: dict[bytes, bool] = {}
+        self.last_event = 0.0
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.state_path = store.root / "daemon.state"
+        if not self.ws.is_git and self.repo.workdir is None:
+            self.repo.workdir = str(self.ws.root)   # ignore rules need a work tree
+
+    # --- start and stop ---------------------------------------------------------------
+    def start(self) -> None:
+        """Watch first, then scan: a change made during the scan is seen either way."""
+        self.source.start()
+        with self.store.writing():
+            baselines = self._baselines()
+            self.lost = bool(baselines)
+            self._full_scan("start", baselines)
+            self._reopen_windows()
+
+    def stop(self) -> None:
+        """Record everything seen, leave the stat index matching the workspace."""
+        try:
+            with self.store.writing():
+                self.tree_now()
+                self.record(self.tracker.flush_user())
+                self.resync()
+        finally:
+            self.source.stop()
+
+    # --- the event queue ----------------------------------------------------------------
+    def sync(self) -> None:
+        """Plant a barrier and absorb every event queued before it.
+
+        A barrier planted while the kernel queue is full is dropped (the kernel queues an
+        overflow marker instead), so after an overflow, and whenever the queue has been
+        silent for a while, another barrier is planted; any of them coming out will do."""
+        first = self._plant()
+        if first is None:
+            return
+        deadline = time.monotonic() + self.barrier_timeout
+        replant = time.monotonic() + REPLANT_S
+        while True:
+            now = time.monotonic()
+            try:
+                item = self.sink.get(timeout=max(0.0, min(deadline, replant) - now))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    self._give_up("the barrier event did not arrive")
+                    return
+                if self._plant() is None:
+                    return
+                replant = time.monotonic() + REPLANT_S
+                continue
+            if isinstance(item, Job):
+                self.deferred.append(item)
+            elif item.kind == "barrier":
+                if item.token >= first:
+                    return
+            else:
+                self.absorb(item)
+                if item.kind == "overflow" and self._plant() is None:
+                    return
+
+    def _plant(self) -> int | None:
+        token = next(self.tokens)
+        try:
+            self.source.plant_barrier(token)
+        except OSError as exc:
+            self._give_up(f"cannot plant a barrier: {exc}")
+            return None
+        return token
+
+    def drain(self) -> None:
+        """Absorb whatever is queued now, without waiting (idle time)."""
+        while True:
+            try:
+                item = self.sink.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, Job):
+                self.deferred.append(item)
+            elif item.kind != "barrier":
+                self.absorb(item)
+
+    def absorb(self, raw: Raw) -> None:
+        self.counts["events"] += 1
+        self.last_event = time.monotonic()
+        if raw.kind == "overflow":
+            self.log.warning("the kernel event queue overflowed: rescanning, changes of this "
+                             "interval are unknown")
+            self.rescan_reason, self.lost = "overflow", True
+            return
+        if raw.kind == "barrier":
+            return
+        name = raw.path.rsplit(b"/", 1)[-1]
+        if name in RULE_FILES:
+            self.rescan_reason = self.rescan_reason or f"{os.fsdecode(raw.path)} changed"
+        if self._is_ignored(raw.path):
+            return
+        self.dirty.add(raw.path)
+        # A new directory's files come as events of their own; a directory that went
+        # (deleted, moved away) is one event for everything below it.
+        if not raw.directory or raw.kind in ("delete", "move_from"):
+            self.tracker.observe(FsEvent(os.fsdecode(raw.path), raw.kind, raw.at))
+
+    def _is_ignored(self, path: bytes) -> bool:
+        """Untracked and ignored by git: neither snapshotted nor attributed."""
+        known = self.ignored_memo.get(path)
+        if known is not None:
+            return known
+        try:
+            ignored = bool(self.repo.path_is_ignored(path.decode()))
+        except UnicodeDecodeError:
+            ignored = False
+        if ignored and self.tree is not None:
+            base = tree_of(self.repo, self.tree.tree)
+            try:
+                base[path.decode()]
+                ignored = False     # tracked (in the last tree): still ours to snapshot
+            except KeyError:
+                pass
+        if len(self.ignored_memo) > 100_000:
+            self.ignored_memo.clear()
+        self.ignored_memo[path] = ignored
+        return ignored
+
+    def _give_up(self, why: str) -> None:
+        """Events may be missing or late: a rescan decides, and its changes are unknown."""
+        self.log.warning("%s: falling back to a full scan", why)
+        self.rescan_reason, self.lost = why, True
+
+    # --- snapshots ----------------------------------------------------------------------
+    def tree_now(self) -> TreeResult:
+        """The workspace tree now. Callers hold the store lock (the stat index may change)."""
+        self.sync()
+        if self.rescan_reason is not None or self.tree is None or self.git_mode is not None:
+            return self._full_scan(self.rescan_reason or self.git_mode or "first tree")
+        try:
+            result = self.tree.advance(self.dirty)
+        except NeedsFullScan as exc:
+            return self._full_scan(str(exc))
+        self.counts["incremental"] += 1
+        self.dirty.clear()
+        return result
+
+    def rescan(self, why: str) -> TreeResult:
+        with self.store.writing():
+            self.sync()
+            return self._full_scan(why)
+
+    def _full_scan(self, why: str, baselines: list[str] | None = None) -> TreeResult:
+        # When events were lost, everything not yet recorded is in doubt; at start, what
+        # changed since every tree we know of (ours, and the newest checkpoint's).
+        known = self.recorded_tree or (self.tree.tree if self.tree else None)
+        olds = baselines or ([known] if known else [])
+        result = self.snap.write_tree()
+        self.counts["full_scans"] += 1
+        if self.lost and olds:
+            doubtful = set.intersection(*({c.path for c in diff_trees(self.repo, old,
+                                                                      result.tree)}
+                                          for old in olds))
+            self.persist(self.tracker.lost(doubtful, time.time()))
+            self.recorded_tree = result.tree
+        elif self.recorded_tree is None:
+            self.recorded_tree = result.tree
+        if why != "start" and why != self.git_mode:
+            self.log.info("full scan (%s): tree %s", why, result.tree[:12])
+        self.tree = IncrementalTree(self.repo, str(self.ws.root),
+                                    self.snap.settings.untracked_size_cap, result.tree,
+                                    result.skipped, store_names=_store_names(self))
+        self.ignored_memo.clear()
+        self.git_mode = needs_git_filters(self.repo, self._converting_attributes())
+        self.dirty.clear()
+        self.rescan_reason, self.lost = None, False
+        return result
+
+    def resync(self) -> bool:
+        """Bring the stat index up to date with a full scan; True when it agreed with the
+        incremental tree (a disagreement means a change was missed: it becomes unknown)."""
+        mine = self.tree_now()
+        full = self.snap.write_tree()
+        if full.tree == mine.tree:
+            return True
+        paths = [c.path for c in diff_trees(self.repo, mine.tree, full.tree)]
+        self.log.warning("incremental tree differed from a full scan at %s", paths[:10])
+        self.persist(self.tracker.lost(paths, time.time()))
+        assert self.tree is not None
+        self.tree.tree = full.tree
+        return False
+
+    def _converting_attributes(self) -> list[str]:
+        """Attribute files that make git convert content on the way in."""
+        out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"],
+                      git_dir=self.ws.git_dir, work_tree=self.ws.root,
+                      env={"GIT_INDEX_FILE": str(self.store.stat_index)}).stdout
+        found = []
+        for raw in filter(None, out.split(b"\0")):
+            try:
+                text = (self.ws.root / os.fsdecode(raw)).read_bytes()
+            except OSError:
+                continue
+            if converts_content(text):
+                found.append(os.fsdecode(raw))
+        return found
+
+    # --- call windows and records ----------------------------------------------------
+    def opened(self, entry: ToolLedgerEntry, tool_input: dict[str, Any]) -> None:
+        """A call began (its pre snapshot is taken): user changes so far are recorded."""
+        declared = entry.declared_writes
+        expect = expectations(tool_input, declared, lambda p: safe_relpath(self.ws, p))
+        flushed = self.tracker.open(entry.call_id, declared,
+                                    is_declared_only(entry.tool_name, tool_input, declared),
+                                    expect)
+        self.record(flushed)
+
+    def closed(self, entry: ToolLedgerEntry) -> None:
+        """A call ended (its post snapshot is taken): record who changed what in its window."""
+        window = self.tracker.windows.get(entry.call_id)
+        final: dict[str, bytes | None] = {}
+        if window is not None and self.tree is not None:
+            tree = tree_of(self.repo, self.tree.tree)
+            for path in window.expected:
+                final[path] = blob_at(self.repo, tree, path)
+        self.record(self.tracker.close(entry.call_id, final))
+
+    def flush_user(self) -> None:
+        """Idle time: record the user's changes (needs the store lock for the tree)."""
+        if not self.tracker.outside:
+            return
+        with self.store.writing():
+            self.tree_now()
+            self.record(self.tracker.flush_user())
+
+    def settle_windows(self, state: ledger.LedgerState) -> None:
+        """Windows of calls no longer running (marked uncertain, or ended by a process the
+        daemon did not serve) close; what they saw stays theirs."""
+        for call_id in list(self.tracker.windows):
+            entry = state.entries.get(call_id)
+            if entry is None or entry.status != "started":
+                self.record(self.tracker.close(call_id, {}))
+
+    def record(self, verdicts: list[Verdict]) -> None:
+        """Persist the verdicts for what really changed since the last recorded tree: a
+        file touched and put back, or rewritten with the same bytes, is nobody's change.
+        A verdict on a directory (deleted, moved away) covers the files below it."""
+        if self.tree is None:
+            return
+        # User changes still pending are recorded too: the recorded tree moves past them.
+        verdicts = [*self.tracker.flush_user(), *verdicts]
+        current = self.tree.tree
+        changed = [c.path for c in diff_trees(self.repo, self.recorded_tree or current, current)]
+        by_path = {v.path: v for v in verdicts}
+        kept: list[Verdict] = []
+        for path in changed:
+            verdict = by_path.get(path) or _nearest_parent(by_path, path)
+            if verdict is not None:
+                kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
+        self.persist(kept)
+        self.recorded_tree = current
+        self._save_state()
+
+    def _reopen_windows(self) -> None:
+        for entry in ledger.read(self.store).in_order():
+            if entry.status == "started":
+                self.opened(entry, _input_of(self.store, entry))
+
+    def persist(self, verdicts: Iterable[Verdict]) -> None:
+        written = attrlog.append(self.store, verdicts)
+        self.counts["records"] += len(written)
+
+    # --- daemon.state -------------------------------------------------------------------
+    def _baselines(self) -> list[str]:
+        """Trees whose changes are known: the last one the daemon recorded up to, and the
+        newest checkpoint's (calls made through the CLI while no daemon ran)."""
+        found: list[str] = []
+        try:
+            tree = json.loads(self.state_path.read_text())["tree"]
+            if isinstance(self.repo.get(tree), pygit2.Tree):
+                found.append(str(tree))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        row = checkpoints.read_index(self.store).latest()
+        if row is not None:
+            with contextlib.suppress(KeyError):
+                found.append(self.snap.tree_of(row.snapshot_commit))
+        return found
+
+    def _save_state(self) -> None:
+        if self.recorded_tree is None:
+            return
+        # Not fsynced: it only has to survive the daemon being killed, not a power cut.
+        tmp = self.state_path.with_name(f".{self.state_path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # store files are 0600
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps({"tree": self.recorded_tree}))
+        os.replace(tmp, self.state_path)
+
+
+def _nearest_parent(by_path: dict[str, Verdict], path: str) -> Verdict | None:
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        if path in by_path:
+            return by_path[path]
+    return None
+
+
+def _input_of(store: Store, entry: ToolLedgerEntry) -> dict[str, Any]:
+    if entry.input_ref is None:
+        return {}
+    try:
+        value = json.loads((store.root / entry.input_ref).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _store_names(engine: Engine) -> tuple[bytes, ...]:
+    return (b".git",) if engine.ws.is_git else (b".git", os.fsencode(NON_GIT_STORE))
+
+

@@ -1,0 +1,170 @@
+"""Writing into the working tree on gitguard's own behalf: safety checkpoint, ledger entry, apply.
+
+Every write gitguard makes (a rollback, a conflict resolution) is recorded like an
+agent call: a `pre_rollback` checkpoint holding the current content of every path
+involved (user edits included), a `started` ledger entry fsynced before the first
+write, the writes, a post checkpoint, and FilePatchEntry rows for what was written.
+So a later `rollback-files --to <the pre_rollback checkpoint>` sees these writes as
+a call's changes and can revert them, byte for byte, like any agent's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from gitguard import checkpoints, clock, durable, faults, fileops, ledger
+from gitguard.errors import GitguardError
+from gitguard.fileops import FileState
+from gitguard.models import Checkpoint, FilePatchEntry, ToolLedgerEntry
+from gitguard.snapshot import TreeResult
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+
+@dataclass(frozen=True)
+class Step:
+    """One planned write: `expected` must still be there, `target` replaces it (None: delete)."""
+
+    path: str
+    expected: FileState | None
+    target: FileState | None
+    call_id: str | None = None          # the call whose change this undoes
+    data: bytes | None = None           # content to write when it is not a stored blob
+
+    @property
+    def action(self) -> Literal["restore", "delete"]:
+        return "delete" if self.target is None else "restore"
+
+
+@dataclass(frozen=True)
+class Applied:
+    safety: Checkpoint
+    entry: ToolLedgerEntry
+    done: tuple[Step, ...]
+    raced: tuple[tuple[Step, FileState | None | Literal["other"]], ...]  # changed under us
+
+
+def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
+    number = sum(1 for call_id in state.order if call_id.startswith(prefix + "_")) + 1
+    while f"{prefix}_{number}" in state.entries:
+        number += 1
+    return f"{prefix}_{number}"
+
+
+def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: str,
+          id_prefix: str, summary: str, tool_input: dict[str, Any], steps: Sequence[Step],
+          now: Mapping[str, FileState | None]) -> Applied:
+    """Safety checkpoint, started entry, writes, post checkpoint, finished entry. Under lock.
+
+    `now` holds the current state of every path involved, blobs already stored, so the
+    safety checkpoint keeps what the user had there.
+    """
+    index = checkpoints.read_index(g.store)
+    latest = index.latest()
+    if latest is None:
+        raise GitguardError("there is no checkpoint to build the safety snapshot on",
+                            "take one with `gitguard checkpoint`")
+    call_id = next_call_id(state, id_prefix)
+    safety_tree = fileops.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
+    safety = checkpoints.write(
+        g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
+        tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
+        step_id=id_prefix, call_id=call_id)
+    faults.point("rollback.after_safety")
+
+    # The targets make an entry a crash left open still precise: a path holding its target
+    # was written by it, anything else there is someone else's.
+    tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
+    input_ref = g.store.write_artifact(f"input_{call_id}.json", durable.canonical_json(tool_input))
+    planned = ToolLedgerEntry(
+        call_id=call_id, step_id=id_prefix, tool_name=tool_name,
+        input_hash=ledger.input_hash(tool_input), status="planned", risk_level="medium",
+        idempotency="non_idempotent", replay_policy="never", session_id=session_id,
+        planned_at=clock.stamp(), summary=summary, input_ref=input_ref,
+        classification_reason="gitguard's own write into the working tree; undo it with "
+                              f"rollback-files --to {safety.checkpoint_id}",
+        declared_writes=tuple(s.path for s in steps),
+    )
+    started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
+                                         "pre_checkpoint_id": safety.checkpoint_id})
+    ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
+
+    done, raced = _write_all(g, steps)
+
+    post_tree = fileops.tree_with(g.snap.repo, safety_tree, {s.path: s.target for s in done})
+    post = checkpoints.write(
+        g.store, g.snap, checkpoints.read_index(g.store), session_id=session_id, kind="post",
+        tree=TreeResult(post_tree, tuple(s.path for s in done), ()), ledger_seq=state.last_seq,
+        step_id=id_prefix, call_id=call_id)
+    patches: tuple[FilePatchEntry, ...] = ()
+    if done:
+        # git diff-tree prunes equal subtrees; libgit2's tree diff walks all of a large tree
+        patch_ref = g.store.write_artifact(
+            f"patch_{call_id}.diff", g.snap.patch(safety_tree, post_tree, [s.path for s in done]))
+        stamp = clock.stamp()
+        patches = tuple(FilePatchEntry(
+            path=s.path, before_hash=s.expected.oid if s.expected else None,
+            after_hash=s.target.oid if s.target else None, patch_ref=patch_ref,
+            tool_call_id=call_id, created_at=stamp,
+            before_mode=s.expected.mode if s.expected else None,
+            after_mode=s.target.mode if s.target else None) for s in done)
+    finished = started.model_copy(update={
+        "status": "succeeded", "finished_at": clock.stamp(), "file_patches": patches,
+        "post_checkpoint_id": post.checkpoint_id,
+        "note": f"{len(raced)} path(s) changed during the write and were left" if raced else None,
+    })
+    ledger.append_entries(g.store, state, [finished])
+    return Applied(safety, finished, tuple(done), tuple(raced))
+
+
+def _state_json(state: FileState | None) -> list[Any] | None:
+    return [state.oid, state.mode] if state is not None else None
+
+
+def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | None] | None:
+    """What a gitguard write entry meant to put at each path; None for an agent's call."""
+    if not entry.tool_name.startswith("gitguard.") or entry.input_ref is None:
+        return None
+    try:
+        recorded = json.loads((g.store.root / entry.input_ref).read_bytes())
+    except (OSError, ValueError):
+        return None
+    targets = recorded.get("targets") if isinstance(recorded, dict) else None
+    if not isinstance(targets, dict):
+        return None
+    return {path: FileState(value[0], int(value[1])) if value else None
+            for path, value in targets.items()}
+
+
+def _write_all(g: Guard, steps: Sequence[Step]
+               ) -> tuple[list[Step], list[tuple[Step, FileState | None | Literal["other"]]]]:
+    """Deletions deepest first, then writes shallowest first; each re-checked just before."""
+    root = g.ws.root
+    by_path = {s.path: s for s in steps}
+    deletions = [by_path[p] for p in fileops.deepest_first(s.path for s in steps
+                                                          if s.target is None)]
+    writes = sorted((s for s in steps if s.target is not None),
+                    key=lambda s: (s.path.count("/"), s.path))
+    done: list[Step] = []
+    raced: list[tuple[Step, FileState | None | Literal["other"]]] = []
+    for step in [*deletions, *writes]:
+        found = fileops.current_state(root, step.path)
+        if found != step.expected:
+            raced.append((step, found))   # the user got there between plan and write
+            continue
+        try:
+            if step.target is None:
+                fileops.delete_path(root, step.path)
+            else:
+                data = step.data if step.data is not None else g.snap.read_blob(step.target.oid)
+                fileops.write_state(root, step.path, step.target, data)
+        except OSError:
+            raced.append((step, "other"))   # something took the place of a parent directory
+            continue
+        done.append(step)
+        faults.point("rollback.mid_apply")
+    return done, raced

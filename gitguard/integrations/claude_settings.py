@@ -1,0 +1,137 @@
+"""`gitguard integrate claude-code`: gitguard's hook entries in `.claude/settings.local.json`.
+
+The file is merged, never replaced: every other key, and every other hook, stays as it
+is. gitguard's entries are found by their command (`... gitguard hook claude-code`), so
+running it again only updates them (no write when nothing changes), and `--remove` takes
+out exactly those entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitguard import durable
+from gitguard.errors import GitguardError
+from gitguard.workspace import Workspace
+
+MARKER = "gitguard hook claude-code"
+# Tool events match every tool; the others take no matcher (SessionStart: every source).
+EVENTS: dict[str, str | None] = {
+    "SessionStart": None, "UserPromptSubmit": None, "PreToolUse": "*", "PostToolUse": "*",
+    "PostToolUseFailure": "*", "Stop": None,
+}
+TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class Result:
+    path: Path
+    changed: bool
+    removed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "changed": self.changed, "removed": self.removed,
+                "events": list(EVENTS)}
+
+
+def settings_path(ws: Workspace) -> Path:
+    return ws.root / ".claude" / "settings.local.json"
+
+
+def command(python: str | None = None) -> str:
+    return f"{shlex.quote(python or sys.executable)} -m {MARKER}"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise GitguardError(f"cannot read {path}: {exc.strerror}",
+                            "check its permissions") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise GitguardError(f"{path} is not valid JSON ({exc}); nothing was changed",
+                            "fix the file (Claude Code cannot read it either), then run "
+                            "this again") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+        raise GitguardError(f"{path} does not hold a settings object with a `hooks` object",
+                            "see Claude Code's settings documentation; nothing was changed")
+    return data
+
+
+def _is_ours(hook: Any) -> bool:
+    return isinstance(hook, dict) and MARKER in str(hook.get("command", ""))
+
+
+def _without_ours(data: dict[str, Any]) -> dict[str, Any]:
+    """Drop gitguard's hooks, and the groups, events and `hooks` key they alone filled."""
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return data
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept_groups = []
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(inner, list) and any(_is_ours(h) for h in inner):
+                group["hooks"] = [h for h in inner if not _is_ours(h)]
+                if not group["hooks"]:
+                    continue
+            kept_groups.append(group)
+        if groups and not kept_groups:
+            del hooks[event]
+        else:
+            hooks[event] = kept_groups
+    if not hooks and "hooks" in data:
+        del data["hooks"]
+    return data
+
+
+def _with_ours(data: dict[str, Any], cmd: str) -> dict[str, Any]:
+    hooks = data.setdefault("hooks", {})
+    for event, matcher in EVENTS.items():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise GitguardError(f"hooks.{event} in the settings is not a list",
+                                "fix the file; nothing was changed")
+        ours = [h for g in groups if isinstance(g, dict)
+                for h in (g.get("hooks") or []) if _is_ours(h)]
+        if ours:  # update in place, so a second run changes nothing
+            for hook in ours:
+                hook.update({"type": "command", "command": cmd, "timeout": TIMEOUT_S})
+            continue
+        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+        group["hooks"] = [{"type": "command", "command": cmd, "timeout": TIMEOUT_S}]
+        groups.append(group)
+    return data
+
+
+def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None) -> Result:
+    path = settings_path(ws)
+    before = _load(path)
+    after = _without_ours(copy.deepcopy(before))
+    if not remove:
+        after = _with_ours(after, command(python))
+    if after == before:
+        return Result(path, changed=False, removed=remove)
+    if remove and not after:
+        path.unlink()  # the file held gitguard's entries only
+        with contextlib.suppress(OSError):  # .claude holds other files
+            path.parent.rmdir()
+        return Result(path, changed=True, removed=True)
+    durable.ensure_dir(path.parent)
+    text = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
+    durable.atomic_write(path, text.encode(), mode=0o644)
+    return Result(path, changed=True, removed=remove)

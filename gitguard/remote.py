@@ -1,0 +1,56 @@
+"""The Python API's calls through the daemon, when one runs for the workspace.
+
+An agent runtime that calls `Guard.begin_call` in its own process gets the same
+O(changed) snapshot and the same live attribution as the CLI hooks: the daemon
+must know when a call window opens and closes, whoever opens it. With no daemon
+(the usual case in tests) these return None and the call runs in-process.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gitguard import client, errors
+from gitguard.models import ToolLedgerEntry
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+
+def begin_call(guard: Guard, tool: str, tool_input: Mapping[str, Any],
+               options: Mapping[str, Any]) -> ToolLedgerEntry | None:
+    kwargs = {"tool": tool, "tool_input": dict(tool_input),
+              **{k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}}
+    return _call(guard, "api.begin_call", kwargs)
+
+
+def end_call(guard: Guard, call_id: str, status: str, result: str | bytes | None
+             ) -> ToolLedgerEntry | None:
+    kwargs: dict[str, Any] = {"call_id": call_id, "status": status, "result": result}
+    if isinstance(result, bytes):
+        kwargs.update(result=base64.b64encode(result).decode(), result_b64=True)
+    return _call(guard, "api.end_call", kwargs)
+
+
+def _call(guard: Guard, op: str, kwargs: dict[str, Any]) -> ToolLedgerEntry | None:
+    if os.environ.get("GITGUARD_FAULT") or not (guard.store.root / client.SOCKET_NAME).exists():
+        return None
+    try:
+        answer = client.request(str(guard.store.root), op,
+                                {"kwargs": kwargs, "cwd": str(guard.ws.root),
+                                 "env": dict(os.environ)})
+    except client.Unreachable:
+        return None
+    except client.Broken as exc:
+        raise errors.GitguardError(f"the gitguard daemon stopped while handling {op}: {exc}",
+                                   "check `gitguard ledger` before repeating the call") from None
+    error = answer.get("error")
+    if isinstance(error, dict):
+        cls = getattr(errors, str(error.get("class")), errors.GitguardError)
+        if not (isinstance(cls, type) and issubclass(cls, errors.GitguardError)):
+            cls = errors.GitguardError
+        raise cls(str(error.get("message")), error.get("hint"))
+    return ToolLedgerEntry.model_validate(answer["entry"])

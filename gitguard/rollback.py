@@ -1,0 +1,267 @@
+"""`rollback_files`: undo what agent calls changed after a checkpoint, and nothing else.
+
+Plan, checks, safety snapshot, apply. The plan is pure: from each candidate path's
+history (timeline.py) it decides restore, delete, leave, or conflict. Only paths
+that agent calls changed after the checkpoint are candidates; a candidate is
+written only when every change to it since the checkpoint was an agent call's and
+it still holds exactly what the agent last wrote. Anything else a user touched
+becomes a CheckpointConflict and is left as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitguard import checkpoints, clock, conflicts, fileops, ledger, timeline, trace
+from gitguard.errors import UnsafePath
+from gitguard.fileops import GITLINK, FileState, Observed
+from gitguard.guarded import Applied, Step, apply, planned_targets
+from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
+from gitguard.timeline import UNKNOWN, PathHistory
+from gitguard.workspace import safe_relpath
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+TOOL_NAME = "gitguard.rollback_files"
+
+
+@dataclass
+class Plan:
+    checkpoint: Checkpoint
+    steps: list[Step] = field(default_factory=list)
+    conflicts: list[CheckpointConflict] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)    # already as at the checkpoint
+    kept_user: list[str] = field(default_factory=list)    # changed after it by the user only
+
+
+@dataclass
+class Result:
+    plan: Plan
+    dry_run: bool
+    applied: Applied | None = None
+    conflicts: list[CheckpointConflict] = field(default_factory=list)
+
+    @property
+    def restored(self) -> list[str]:
+        return self._paths("restore")
+
+    @property
+    def deleted(self) -> list[str]:
+        return self._paths("delete")
+
+    def _paths(self, action: str) -> list[str]:
+        steps = self.applied.done if self.applied is not None else self.plan.steps
+        return sorted(s.path for s in steps if s.action == action)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpointId": self.plan.checkpoint.checkpoint_id, "dryRun": self.dry_run,
+            "restored": self.restored, "deleted": self.deleted,
+            "conflicts": [c.to_json() for c in self.conflicts],
+            "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
+            "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
+            "entryId": self.applied.entry.call_id if self.applied else None,
+        }
+
+
+# planning (pure) -------------------------------------------------------------------------
+
+def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
+                 actual: FileState | None) -> CheckpointConflict:
+    agent = item.last_agent_change()
+    after = agent.after if agent is not None else None
+    call_id = agent.owner if agent is not None else None
+    return CheckpointConflict(
+        path=item.path, expected_hash=after.oid if after else None,
+        actual_hash=actual.oid if actual and actual != UNKNOWN else None,
+        agent_patch_ref=(agent.patch_ref if agent and agent.patch_ref
+                         else f"artifacts/patch_{call_id}.diff"),
+        checkpoint_id=checkpoint.checkpoint_id,
+        base_hash=item.base.oid if item.base else None, created_at=clock.stamp(),
+        call_id=call_id, reason=reason, base_mode=item.base.mode if item.base else None,
+        expected_mode=after.mode if after else None)
+
+
+def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution]) -> None:
+    """Sort every candidate into a step, a conflict, or a path left alone."""
+    for item in items:
+        agent = item.last_agent_change()
+        if item.now == item.base:
+            plan.unchanged.append(item.path)
+            continue
+        if agent is None:
+            plan.kept_user.append(item.path)
+            continue
+        reason = timeline.foreign_touch(item, plan.checkpoint.created_at, records)
+        if reason is None and item.now == UNKNOWN:
+            reason = "it is neither a file nor a symlink now"
+        if reason is None and any(s is not None and s.mode == GITLINK
+                                  for s in (item.base, item.now)):
+            reason = "it is a submodule; gitguard does not roll submodules back"
+        if reason is None and item.now != agent.after:
+            reason = f"it differs from what {agent.owner} last wrote"
+        if reason is not None:
+            plan.conflicts.append(conflict_for(item, plan.checkpoint, reason, item.now))
+            continue
+        plan.steps.append(Step(item.path, item.now, item.base, agent.owner))
+
+
+def obstacles(steps: list[Step], observed: Mapping[str, Observed],
+              files_under: Mapping[str, list[str]]) -> dict[str, str]:
+    """Writes that something the plan does not remove stands in the way of."""
+    deleting = {s.path for s in steps if s.target is None}
+    blocked: dict[str, str] = {}
+    for step in steps:
+        if step.target is None:
+            continue
+        seen = observed[step.path]
+        if seen.kind == "beyond" and seen.blocker not in deleting:
+            blocked[step.path] = f"{seen.blocker} is a file or symlink where a directory belongs"
+        if seen.kind == "dir" and not set(files_under.get(step.path, ())) <= deleting:
+            blocked[step.path] = "a directory with other files in it is in the way"
+    return blocked
+
+
+# running ---------------------------------------------------------------------------------
+
+def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
+                rows: list[Any]) -> dict[str, str]:
+    """Paths agent calls changed after the target, each with where it was read from.
+
+    A call a crash left open has no file patches: its declared paths count, and for an
+    agent's call whatever changed from its pre checkpoint to the next one (or to now).
+    """
+    paths: dict[str, str] = {}
+    for window in line.agent_windows():
+        entry = state.entries[window.call_id]
+        source = f"ledger entry {entry.call_id}"
+        if window.ended:
+            paths.update((p.path, source) for p in entry.file_patches)
+            continue
+        paths.update((p, source) for p in entry.declared_writes)
+        if window.planned is not None:
+            continue   # gitguard's own entry declared every path it writes
+        start = g.snap.tree_of(rows[window.start].snapshot_commit)
+        if window.end == timeline.NOW:
+            end, source = g.snap.write_tree().tree, "the working tree"
+        else:
+            end = g.snap.tree_of(rows[window.end].snapshot_commit)
+            source = f"checkpoint {rows[window.end].checkpoint_id}"
+        paths.update((c.path, source) for c in g.snap.diff(start, end) if c.path not in paths)
+    return paths
+
+
+def check_path(g: Guard, path: str, source: str) -> None:
+    """A path from the ledger or a checkpoint must name a file inside the workspace as is."""
+    try:
+        normal = safe_relpath(g.ws, path)
+    except UnsafePath as exc:
+        raise UnsafePath(f"{source} names {path!r}: {exc.message}",
+                         "the store looks edited by hand; nothing was changed. "
+                         "Run `gitguard verify`") from None
+    if normal != path:
+        raise UnsafePath(f"{source} names {path!r}, which is not a normalised workspace path",
+                         "the store looks edited by hand; nothing was changed")
+
+
+@dataclass
+class Facts:
+    """What planning read: the ledger, each candidate's history and its state now."""
+
+    state: ledger.LedgerState
+    observed: dict[str, Observed]
+    items: dict[str, PathHistory]
+
+
+def gather(g: Guard, target: Checkpoint, store_blobs: bool) -> Facts:
+    """Candidates, their checks, their states now and their histories. Under the store lock."""
+    index = checkpoints.read_index(g.store)
+    state = ledger.read(g.store)
+    line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
+                          lambda entry: planned_targets(g, entry))
+    sources = _candidates(g, state, line, index.rows)
+    for path, source in sources.items():
+        check_path(g, path, source)
+    repo, root = g.snap.repo, g.ws.root
+    observed = {p: fileops.observe(repo, root, p, store_blobs) for p in sorted(sources)}
+    cache: dict[tuple[str, str], FileState | None] = {}
+    parsed: dict[str, pygit2.Tree] = {}
+
+    def lookup(tree: str, path: str) -> FileState | None:
+        if (tree, path) not in cache:
+            if tree not in parsed:
+                parsed[tree] = fileops.parse_tree(repo, tree)
+            cache[tree, path] = fileops.lookup(repo, parsed[tree], path)
+        return cache[tree, path]
+
+    items = {p: timeline.history(line, p, lookup, _now(seen)) for p, seen in observed.items()}
+    return Facts(state, observed, items)
+
+
+def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
+    plan = Plan(target)
+    decide(plan, facts.items.values(), timeline.read_attributions(g.store))
+    under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
+             if facts.observed[s.path].kind == "dir"}
+    blocked = obstacles(plan.steps, facts.observed, under)
+    for path, reason in blocked.items():
+        plan.conflicts.append(conflict_for(facts.items[path], target, reason,
+                                           _now(facts.observed[path])))
+    plan.steps = [s for s in plan.steps if s.path not in blocked]
+    return plan
+
+
+def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
+    """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
+    started_clock = time.perf_counter()
+    with g.store.writing():
+        target = checkpoints.load(g.store, checkpoints.read_index(g.store).find(checkpoint_id))
+        facts = gather(g, target, store_blobs=not dry_run)
+        plan = make_plan(g, target, facts)
+        result = Result(plan, dry_run, conflicts=list(plan.conflicts))
+        if dry_run or not (plan.steps or plan.conflicts):
+            return result
+
+        result.applied = apply(
+            g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
+            id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
+            tool_input={"to": checkpoint_id}, steps=plan.steps,
+            now={p: o.state for p, o in facts.observed.items()})
+        for step, found in result.applied.raced:
+            actual = found if isinstance(found, FileState) else None
+            result.conflicts.append(conflict_for(
+                facts.items[step.path], target,
+                "it changed while the rollback was writing; it was left as it is", actual))
+        _record(g, result, facts.state, time.perf_counter() - started_clock)
+        return result
+
+
+def _record(g: Guard, result: Result, state: ledger.LedgerState, seconds: float) -> None:
+    assert result.applied is not None
+    target = result.plan.checkpoint
+    stored = conflicts.record(g.store, result.conflicts)
+    detail = {"safetyCheckpointId": result.applied.safety.checkpoint_id,
+              "entryId": result.applied.entry.call_id, "restored": result.restored,
+              "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+    ledger.append_action(g.store, state, RollbackFiles(checkpoint_id=target.checkpoint_id),
+                         target.session_id, detail)
+    trace.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
+               duration_ms=seconds * 1000, checkpointId=target.checkpoint_id, **detail)
+    if result.conflicts:
+        trace.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
+                   paths=[c.path for c in result.conflicts],
+                   pending=sum(1 for c in stored if c.resolution == "pending"))
+
+
+def _now(seen: Observed) -> FileState | None:
+    return timeline.UNKNOWN if seen.kind == "special" else seen.state
+
+
+def pending_count(g: Guard) -> int:
+    return sum(1 for c in conflicts.read(g.store) if c.resolution == "pending")

@@ -1,0 +1,148 @@
+"""`gitguard run -- CMD ...`: one command as one ledgered call.
+
+The call is classified by its command line (`npm publish` is never replayed), begun
+(durable before the command starts), the command's stdout and stderr pass through
+unchanged while a copy of each goes to the store as an artifact, signals sent to
+gitguard reach the command, and its exit status becomes gitguard's. The child knows
+its call: GITGUARD_CALL_ID and GITGUARD_SESSION are set in its environment, so the
+git hooks attribute a `git checkout` it runs to this call, not to the user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from gitguard.classify import classify_command
+from gitguard.errors import GitguardError
+from gitguard.models import ToolLedgerEntry
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+DEFAULT_TOOL = "run_command"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)
+TAIL = 4096
+CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class Ran:
+    exit_code: int
+    entry: ToolLedgerEntry
+
+
+def _executable(argv0: str, cwd: Path) -> bool:
+    if "/" in argv0:
+        path = Path(argv0) if Path(argv0).is_absolute() else cwd / argv0
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(argv0) is not None
+
+
+class _Tee(threading.Thread):
+    """Copies one pipe to the terminal and to an artifact file, keeping the tail in memory."""
+
+    def __init__(self, source: IO[bytes], sink: IO[bytes], copy: Path) -> None:
+        super().__init__(daemon=True)
+        self.source, self.sink, self.copy = source, sink, copy
+        self.tail = b""
+        self.size = 0
+
+    def run(self) -> None:
+        passing = True
+        fd = self.source.fileno()
+        with open(self.copy, "wb") as stored:
+            while chunk := os.read(fd, CHUNK):
+                stored.write(chunk)
+                self.size += len(chunk)
+                self.tail = (self.tail + chunk)[-TAIL:]
+                if passing:
+                    try:
+                        self.sink.write(chunk)
+                        self.sink.flush()
+                    except OSError:  # our reader went away (`| head`): keep recording
+                        passing = False
+            stored.flush()
+            os.fsync(stored.fileno())
+
+
+@contextmanager
+def _forward_signals(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While the command runs, a signal sent to gitguard goes to the command instead."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, _frame: Any) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _exit_code(returncode: int) -> tuple[int, str]:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        return 128 - returncode, f"killed by {name}"
+    return returncode, f"exit code {returncode}"
+
+
+def run(guard: Guard, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[bytes],
+        cwd: Path | None = None, tool: str = DEFAULT_TOOL, step_id: str | None = None,
+        session_id: str | None = None, confirm: bool = False,
+        force_replay: bool = False) -> Ran:
+    if not argv:
+        raise GitguardError("gitguard run needs a command", "for example: gitguard run -- npm test")
+    cwd = (cwd or Path.cwd()).resolve()
+    if not _executable(argv[0], cwd):
+        raise GitguardError(f"command not found: {argv[0]}",
+                            "check the spelling, or give the program's path")
+    tool_input = {"argv": list(argv), "cwd": os.path.relpath(cwd, guard.ws.root)}
+    explicit: dict[str, Any] = {}
+    if tool != DEFAULT_TOOL and tool not in guard.settings.tools:
+        # A name of the caller's choosing: still judged by the command line it runs.
+        cls = classify_command(list(argv))
+        explicit = {"idempotency": cls.idempotency, "replay": cls.replay_policy,
+                    "risk": cls.risk_level, "side_effects": cls.side_effects}
+    entry = guard.begin_call(tool, tool_input, step_id=step_id, session_id=session_id,
+                             confirm=confirm, force_replay=force_replay, **explicit)
+    call_id = entry.call_id
+    env = {**os.environ, "GITGUARD_CALL_ID": call_id, "GITGUARD_SESSION": entry.session_id}
+    try:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        failed = guard.end_call(call_id, "failed", f"could not start {argv[0]}: {exc.strerror}")
+        return Ran(126 if isinstance(exc, PermissionError) else 127, failed)
+    assert proc.stdout is not None and proc.stderr is not None
+    artifacts = guard.store.artifacts_dir
+    tees = [_Tee(proc.stdout, stdout, artifacts / f"stdout_{call_id}.txt"),
+            _Tee(proc.stderr, stderr, artifacts / f"stderr_{call_id}.txt")]
+    with _forward_signals(proc):
+        for tee in tees:
+            tee.start()
+        returncode = proc.wait()
+        for tee in tees:
+            tee.join()
+    code, how = _exit_code(returncode)
+    out, err = tees
+    # The tails come last but one, so the ledger's error summary shows stderr's last lines.
+    result = (f"stdout: artifacts/{out.copy.name} ({out.size} bytes), stderr: "
+              f"artifacts/{err.copy.name} ({err.size} bytes)\n"
+              + (out.tail + err.tail).decode(errors="replace") + f"\n{how}\n")
+    finished = guard.end_call(call_id, "succeeded" if returncode == 0 else "failed", result)
+    return Ran(code, finished)

@@ -1,0 +1,167 @@
+"""Who changed a path after a checkpoint, from the checkpoint chain (and the watcher when it ran).
+
+Without the daemon the checkpoints are the only witnesses: each call has a pre
+and a post checkpoint, and whatever changed between them is the call's; whatever
+changed between one checkpoint and the next outside every call window, or between
+the newest checkpoint and the working tree now, is the user's. A call that never
+ended (a crash) owns the changes up to the next checkpoint after its pre.
+
+The daemon adds `attribution.jsonl`: a record for a path after the checkpoint owned
+by the user, or of ambiguous or unknown confidence, marks the path as touched by
+someone other than the agent. `foreign_touch` is the single place that decides it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gitguard import durable
+from gitguard.attribution import USER
+from gitguard.fileops import FileState
+from gitguard.models import Attribution, CheckpointIndexRow, Confidence, ToolLedgerEntry
+from gitguard.store import Store
+
+NOW = sys.maxsize                          # the position of the working tree as it is
+UNKNOWN = FileState("unknown", 0)          # something git cannot store (a fifo, an unreadable file)
+ATTRIBUTION_FILE = "attribution.jsonl"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A call's stretch of the checkpoint index: changes inside it are the call's."""
+
+    call_id: str
+    start: int
+    end: int
+    ended: bool
+    declared: frozenset[str]
+    patch_ref: str | None
+    planned: Mapping[str, FileState | None] | None = None   # gitguard's own entries
+
+    def confidence(self, path: str, after: FileState | None) -> Confidence:
+        if self.ended:
+            return "exact" if path in self.declared else "window"
+        if self.planned is not None and path in self.planned and self.planned[path] == after:
+            return "exact"
+        return "unknown"   # it never finished: a user edit since cannot be told apart
+
+
+@dataclass(frozen=True)
+class Change:
+    before: FileState | None
+    after: FileState | None
+    owner: str                  # a callId or "user"
+    confidence: Confidence
+    patch_ref: str | None
+    position: int               # index position (or NOW) where the change was first seen
+
+
+@dataclass(frozen=True)
+class PathHistory:
+    path: str
+    base: FileState | None      # at the target checkpoint
+    now: FileState | None
+    changes: tuple[Change, ...]
+
+    def last_agent_change(self) -> Change | None:
+        agent = [c for c in self.changes if c.owner != USER]
+        return agent[-1] if agent else None
+
+
+@dataclass
+class Timeline:
+    target: int                                  # index position of the target checkpoint
+    points: list[tuple[int, str]]                # (position, tree) from the target on
+    windows: list[Window] = field(default_factory=list)
+
+    def covering(self, start: int, end: int) -> Window | None:
+        """The innermost call window holding the stretch start..end, if any."""
+        inside = [w for w in self.windows if w.start <= start and end <= w.end]
+        return max(inside, key=lambda w: w.start) if inside else None
+
+    def agent_windows(self) -> list[Window]:
+        """Calls whose window reaches past the target: their changes may need undoing."""
+        return [w for w in self.windows if w.end > self.target]
+
+
+def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], target_id: str,
+          entries: Iterable[ToolLedgerEntry],
+          planned: Callable[[ToolLedgerEntry], Mapping[str, FileState | None] | None]
+          ) -> Timeline:
+    """`tree_of` maps a snapshot commit to its tree; only checkpoints from the target on need it.
+
+    `planned` gives, for a gitguard entry a crash left open, what it meant to write.
+    """
+    position = {row.checkpoint_id: i for i, row in enumerate(rows)}
+    target = position[target_id]
+    timeline = Timeline(target, [(i, tree_of(rows[i].snapshot_commit))
+                                 for i in range(target, len(rows))])
+    for entry in entries:
+        start = position.get(entry.pre_checkpoint_id or "")
+        if start is None:
+            continue
+        end = position.get(entry.post_checkpoint_id or "")
+        ended = end is not None
+        if end is None:
+            end = start + 1 if start + 1 < len(rows) else NOW
+        patch_ref = entry.file_patches[0].patch_ref if entry.file_patches else None
+        timeline.windows.append(Window(entry.call_id, start, end, ended,
+                                       frozenset(entry.declared_writes), patch_ref,
+                                       None if ended else planned(entry)))
+    return timeline
+
+
+def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileState | None],
+            now: FileState | None) -> PathHistory:
+    """The path's state at each checkpoint from the target on, and who made each change."""
+    states: list[tuple[int, FileState | None]] = [(pos, lookup(tree, path))
+                                                  for pos, tree in timeline.points]
+    states.append((NOW, now))
+    changes: list[Change] = []
+    for (start, before), (end, after) in zip(states, states[1:], strict=False):
+        if before == after:
+            continue
+        window = timeline.covering(start, end)
+        if window is None:
+            changes.append(Change(before, after, USER, "window", None, end))
+        else:
+            changes.append(Change(before, after, window.call_id,
+                                  window.confidence(path, after), window.patch_ref, end))
+    return PathHistory(path, states[0][1], now, tuple(changes))
+
+
+def read_attributions(store: Store) -> list[Attribution]:
+    """The watcher's records, when a daemon has written them; a torn tail is ignored."""
+    path = store.root / ATTRIBUTION_FILE
+    return [Attribution.model_validate(r) for r in durable.read_jsonl(path).records]
+
+
+def _moment(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution]) -> str | None:
+    """Why someone other than an agent call touched this path after `since`, or None."""
+    last_call: str | None = None
+    for change in item.changes:
+        if change.owner != USER and change.confidence in ("ambiguous", "unknown"):
+            return (f"it changed while {change.owner} was running, and {change.owner} never "
+                    "finished: a later edit cannot be told apart")
+        if change.owner != USER:
+            last_call = change.owner
+        elif last_call is not None:
+            return f"the user changed it after {last_call} wrote it"
+        else:
+            return "the user changed it before the agent did"
+    start = _moment(since)
+    for record in records:
+        if record.path != item.path or _moment(record.at) <= start:
+            continue
+        if record.owner == USER:
+            return f"the watcher saw the user change it at {record.at}"
+        if record.confidence in ("ambiguous", "unknown"):
+            return f"the watcher saw a change of {record.confidence} origin at {record.at}"
+    return None

@@ -1,0 +1,98 @@
+"""Working-tree writes and tree building: exact bytes, no symlink followed, git-identical trees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+from rollback_helpers import put, tree_state
+
+from conftest import gg
+from gitguard import fileops, ledger
+from gitguard.api import Guard
+from gitguard.fileops import EXECUTABLE, LINK, REGULAR, FileState
+from gitguard.guarded import Step, apply
+
+
+def git_tree(root: Path, git_dir: Path, index: Path) -> str:
+    """The tree git itself writes for the working tree (a private index, ignored files out)."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index), "GIT_DIR": str(git_dir),
+           "GIT_WORK_TREE": str(root)}
+    subprocess.run(["git", "add", "-A"], cwd=root, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=root, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_tree_with_builds_the_tree_git_would(repo: Path, tmp_path: Path) -> None:
+    repository = pygit2.Repository(str(repo))
+    index = tmp_path / "index"
+    weird = os.fsdecode(b"dir/caf\xe9.txt")
+    put(repo, "kind/switch", ("file", b"a file that becomes a directory\n", False))
+    put(repo, "dir/sub/gone.txt", ("file", b"the only file of sub\n", False))
+    put(repo, "dir/keep.txt", ("file", b"keep\n", False))
+    put(repo, "dir/sub2/y.txt", ("file", b"a tree sorts as 'sub2/'\n", False))
+    put(repo, "dir/sub2.txt", ("file", b"after 'sub2.txt'\n", False))
+    base = git_tree(repo, repo / ".git", index)
+
+    changes: dict[str, tuple[str, bytes, bool] | None] = {
+        weird: ("file", b"\xe9t\xe9\n", False), "dir/sub/gone.txt": None,
+        "kind/switch": None, "kind/switch/inner.sh": ("file", b"#!/bin/sh\n", True),
+        "src/app.py": ("link", b"../README.md", False), "new/deep/x.bin": ("file", b"\0", False),
+        "README.md": ("file", b"# changed\n", True), "dir/sub2/z.txt": ("file", b"z", False),
+    }
+    states: dict[str, FileState | None] = {}
+    for path, value in changes.items():
+        put(repo, path, value)
+        if value is not None:
+            kind, data, executable = value
+            mode = LINK if kind == "link" else EXECUTABLE if executable else REGULAR
+            states[path] = FileState(str(repository.create_blob(data)), mode)
+        else:
+            states[path] = None
+    expected = git_tree(repo, repo / ".git", index)
+    assert fileops.tree_with(repository, base, states) == expected
+
+
+def test_write_state_replaces_a_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not yours\n")
+    (root / "x.txt").symlink_to(outside)
+    data = b"restored\n"
+    fileops.write_state(root, "x.txt", FileState(str(pygit2.hash(data)), REGULAR), data)
+    assert outside.read_bytes() == b"not yours\n"
+    assert not (root / "x.txt").is_symlink() and (root / "x.txt").read_bytes() == data
+
+
+def test_write_state_keeps_permission_bits_and_sets_only_exec(tmp_path: Path) -> None:
+    private = tmp_path / "private.txt"
+    private.write_bytes(b"old")
+    private.chmod(0o600)
+    fileops.write_state(tmp_path, "private.txt", FileState("0" * 40, EXECUTABLE), b"new")
+    assert private.stat().st_mode & 0o777 == 0o700
+    fileops.write_state(tmp_path, "private.txt", FileState("0" * 40, REGULAR), b"newer")
+    assert private.stat().st_mode & 0o777 == 0o600 and private.read_bytes() == b"newer"
+
+
+def test_delete_path_removes_only_directories_it_left_empty(tmp_path: Path) -> None:
+    put(tmp_path, "a/b/c.txt", ("file", b"c", False))
+    put(tmp_path, "a/other.txt", ("file", b"o", False))
+    fileops.delete_path(tmp_path, "a/b/c.txt")
+    assert not (tmp_path / "a" / "b").exists() and (tmp_path / "a" / "other.txt").exists()
+
+
+def test_a_file_changed_after_planning_is_left_and_reported(repo: Path) -> None:
+    gg(repo, "checkpoint")
+    guard = Guard.open(repo)
+    (repo / "src" / "app.py").write_bytes(b"the user got here first\n")
+    planned = FileState(str(pygit2.hash(b"def main():\n    return 1\n")), REGULAR)
+    target = FileState(str(guard.snap.repo.create_blob(b"agent\n")), REGULAR)
+    with guard.store.writing():
+        done = apply(guard, ledger.read(guard.store), session_id="s", tool_name="gitguard.test",
+                     id_prefix="test", summary="", tool_input={},
+                     steps=[Step("src/app.py", planned, target)], now={"src/app.py": planned})
+    assert done.done == () and [s.path for s, _ in done.raced] == ["src/app.py"]
+    assert tree_state(repo)["src/app.py"][1] == b"the user got here first\n"

@@ -1,0 +1,75 @@
+"""`gitguard integrate claude-code`: merged into the user's settings, idempotent, removable."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import gg
+from gitguard.integrations import claude_settings
+from gitguard.workspace import discover
+
+USER_SETTINGS = {
+    "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]},
+    "env": {"NODE_ENV": "development"},
+    "model": "opus",
+    "hooks": {
+        "PostToolUse": [{"matcher": "Edit|Write",
+                         "hooks": [{"type": "command", "command": "npx prettier --write ."}]}],
+        "Notification": [{"hooks": [{"type": "command", "command": "notify-send claude"}]}],
+    },
+}
+
+
+def test_integrate_keeps_every_other_setting_and_is_idempotent(repo: Path) -> None:
+    settings = repo / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(USER_SETTINGS, indent=2) + "\n")
+    original = settings.read_bytes()
+
+    done = json.loads(gg(repo, "integrate", "claude-code", "--json").stdout)
+    assert done["changed"] is True
+    merged = json.loads(settings.read_text())
+    assert {k: merged[k] for k in ("permissions", "env", "model")} == \
+        {k: USER_SETTINGS[k] for k in ("permissions", "env", "model")}
+    assert merged["hooks"]["Notification"] == USER_SETTINGS["hooks"]["Notification"]
+    assert merged["hooks"]["PostToolUse"][0] == USER_SETTINGS["hooks"]["PostToolUse"][0]
+    expected = f"{sys.executable} -m gitguard hook claude-code"
+    for event in claude_settings.EVENTS:
+        ours = [h for g in merged["hooks"][event] for h in g["hooks"]
+                if "gitguard hook claude-code" in h["command"]]
+        assert [h["command"] for h in ours] == [expected], event
+    assert merged["hooks"]["PreToolUse"][-1]["matcher"] == "*"
+    assert "matcher" not in merged["hooks"]["SessionStart"][-1]
+
+    written = settings.read_bytes()
+    again = gg(repo, "integrate", "claude-code")
+    assert "nothing changed" in again.stdout and settings.read_bytes() == written
+
+    gg(repo, "integrate", "claude-code", "--remove")
+    assert json.loads(settings.read_text()) == USER_SETTINGS
+    assert settings.read_bytes() == original  # same 2-space layout as Claude Code writes
+
+
+def test_integrate_creates_and_removes_its_own_file(repo: Path) -> None:
+    ws = discover(repo)
+    result = claude_settings.integrate(ws, python="/opt/py env/bin/python")
+    settings = repo / ".claude" / "settings.local.json"
+    assert result.changed and settings.exists()
+    command = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert command == "'/opt/py env/bin/python' -m gitguard hook claude-code"
+    assert claude_settings.integrate(ws, python="/usr/bin/python3").changed  # path updated
+    assert claude_settings.integrate(ws, remove=True).changed
+    assert not (repo / ".claude").exists()
+
+
+def test_integrate_refuses_a_broken_settings_file(repo: Path) -> None:
+    settings = repo / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text('{"permissions": {"allow": [}\n')
+    refused = gg(repo, "integrate", "claude-code", check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"Error: {settings} is not valid JSON")
+    assert "Hint: fix the file" in refused.stderr
+    assert settings.read_text() == '{"permissions": {"allow": [}\n'
