@@ -35,6 +35,7 @@ import pygit2
 
 from gitguard import attrlog, checkpoints, ledger
 from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
+from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
 from gitguard.gitcmd import run_git
 from gitguard.models import ToolLedgerEntry
@@ -394,8 +395,8 @@ def _input_of(store: Store, entry: ToolLedgerEntry) -> dict[str, Any]:
     if entry.input_ref is None:
         return {}
     try:
-        value = json.loads((store.root / entry.input_ref).read_bytes())
-    except (OSError, ValueError):
+        value = json.loads(store.read_artifact(entry.input_ref))
+    except (OSError, ValueError, StoreError):
         return {}
     return value if isinstance(value, dict) else {}
 
