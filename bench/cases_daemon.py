@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from bench.cases import CaseContext, Measurement, Skip, case, per_call, timed_once
 from bench.probes import Editor, IndexProbe
-from bench.shell import du_bytes, run
+from bench.shell import du_bytes, run, timed_ms
 
 GG_DAEMON_CALL = "gitguard daemon: per call (hook path)"
 GG_DAEMON_CORE_1 = "gitguard daemon: snapshot core, 1 file"
@@ -75,9 +76,12 @@ def daemon_per_call(ctx: CaseContext) -> Measurement:
 
         measured = per_call(ctx, step, grows=ctx.repo / ".git")
         served = _served(ctx)
+        bare = statistics.median(timed_ms([sys.executable, "-c", "pass"], cwd=ctx.repo)
+                                 for _ in range(5))
         note = (f"2 processes (`{Path(_gitguard_argv()[0]).name} call begin`, edit, "
-                f"`call end`) served by the daemon: {served.get('incremental', 0)} O(changed) "
-                f"trees, {served.get('full_scans', 0)} full scan")
+                f"`call end`), of which 2 x {bare:.1f} ms bare interpreter start; served by "
+                f"the daemon: {served.get('incremental', 0)} O(changed) trees, "
+                f"{served.get('full_scans', 0)} full scan")
         return Measurement(measured.samples_ms, measured.bytes_added, note, measured.index)
     finally:
         _stop(ctx)

@@ -26,6 +26,7 @@ from bench import (  # noqa: F401 - importing registers their cases
     cases_hooks,
     cases_resume,
     cases_rollback,
+    cases_storage,
     gitguard_cases,
 )
 from bench.cases import Case, CaseContext, Measurement, Skip, registered

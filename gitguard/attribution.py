@@ -29,7 +29,11 @@ together with the opening and closing of call windows, to a `Tracker`. The rules
   which inotify does not give; such a change is recorded as the call's (`window`).
   A command that writes one file twice is reported ambiguous: the safe side, since
   rollback then asks instead of overwriting.
-* A path changed while two call windows were open at once is `ambiguous`.
+* When calls overlap (an agent running tools in parallel), a change belongs to the
+  running call that declared the path; an undeclared path to the running shell
+  calls; with only declared-only calls running, to the user. A change two or more
+  running calls could have made (both declared it, or two shell calls ran) is
+  `ambiguous`.
 * When events were lost (the kernel queue overflowed) or nobody was watching (the
   daemon was down), a rescan finds the changes; they are `unknown`, owner `user`.
 
@@ -230,11 +234,17 @@ class Tracker:
     outside: dict[str, float] = field(default_factory=dict)   # user changes not yet flushed
 
     def observe(self, event: FsEvent) -> None:
-        if not self.windows:
+        # Who could have made this change: the running call that declared the path; else
+        # the running shell calls; else (only declared-only calls run, none writes here)
+        # nobody but the user.
+        claimants = [w for w in self.windows.values() if event.path in w.declared]
+        if not claimants:
+            claimants = [w for w in self.windows.values() if not w.declared_only]
+        if not claimants:
             self.outside.setdefault(event.path, event.at)
             return
-        shared = len(self.windows) > 1
-        for window in self.windows.values():
+        shared = len(claimants) > 1
+        for window in claimants:
             seen = window.seen.get(event.path)
             if seen is None:
                 seen = window.seen[event.path] = _PathSeen(event.at)

@@ -151,7 +151,11 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                    toolMs=_elapsed_ms(entry.started_at, entered),
                    bytes=len(data or b"") + patch_bytes)
         # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar.
-        packing.maybe_pack(g.store, g.snap.repo)
+        # The call is recorded by now; housekeeping that fails must not make it look failed.
+        try:
+            packing.maybe_pack(g.store, g.snap.repo)
+        except GitguardError as exc:
+            trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
     return finished
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gitguard import calls, ledger, tools, trace
-from gitguard.errors import GitguardError, ReplayRefused
+from gitguard.errors import GitguardError, ReplayRefused, StoreError
 from gitguard.models import CompensateExternalAction, ToolDefinition, ToolLedgerEntry
 
 if TYPE_CHECKING:
@@ -44,8 +44,8 @@ def _load_json(g: Guard, ref: str | None) -> Any:
     if ref is None:
         return None
     try:
-        data = (g.store.root / ref).read_bytes()
-    except FileNotFoundError:
+        data = g.store.read_artifact(ref)  # plaintext even when the store is encrypted
+    except StoreError:
         return None
     try:
         return json.loads(data)

@@ -67,14 +67,23 @@ class DaemonGuard(Guard):
         if self.engine.tracker.windows:
             self.engine.settle_windows(ledger.read(self.store))
         entry = calls.begin(self, tool, tool_input, **options)
-        self.engine.opened(entry, dict(tool_input))
+        self._bookkeeping(self.engine.opened, entry, dict(tool_input))
         return entry
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:
         entry = calls.end(self, call_id, status, result)
-        self.engine.closed(entry)
+        self._bookkeeping(self.engine.closed, entry)
         return entry
+
+    def _bookkeeping(self, step: Any, *args: Any) -> None:
+        """The call is in the ledger: attribution trouble must not make it look failed.
+        What was not recorded is found again by a rescan, as unknown."""
+        try:
+            step(*args)
+        except Exception:  # noqa: BLE001 - logged; the rescan is the recovery
+            self.engine.log.exception("attribution bookkeeping failed")
+            self.engine.rescan_reason, self.engine.lost = "attribution bookkeeping failed", True
 
     def close(self) -> None:
         """The daemon keeps its repository open between requests."""

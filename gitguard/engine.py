@@ -8,7 +8,13 @@ overflow, when ignore or attribute rules change, and on request (before a
 restore).
 
 `daemon.state` remembers the last tree whose changes are all recorded: at the next
-start, whatever differs from it changed while nobody watched and is `unknown`.
+start, whatever differs from it and from the newest checkpoint changed while nobody
+watched and is `unknown`.
+
+Known limits: changes to `.git/info/exclude` or a global excludes file are not
+watched (`gitguard daemon` rescans on request); ignored directories are watched
+like any other (their events are dropped here, after an ignore check); a call
+window stays open until the call ends or the ledger says it stopped running.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pygit2
 
 from gitguard import attrlog, checkpoints, ledger
 from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
+from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
 from gitguard.gitcmd import run_git
 from gitguard.models import ToolLedgerEntry
@@ -388,8 +395,8 @@ def _input_of(store: Store, entry: ToolLedgerEntry) -> dict[str, Any]:
     if entry.input_ref is None:
         return {}
     try:
-        value = json.loads((store.root / entry.input_ref).read_bytes())
-    except (OSError, ValueError):
+        value = json.loads(store.read_artifact(entry.input_ref))
+    except (OSError, ValueError, StoreError):
         return {}
     return value if isinstance(value, dict) else {}
 

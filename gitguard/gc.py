@@ -40,6 +40,7 @@ KEEP_CONFLICTS_REF = "refs/gitguard/keep/conflicts"
 ARTIFACT_GRACE = timedelta(minutes=10)   # never race a writer that has not indexed yet
 UNFINISHED = frozenset({"planned", "approved", "started", "uncertain"})
 _ARTIFACT_REF = re.compile(rb'artifacts/((?:[^"\\]|\\.)+)"')
+_REWRITTEN = re.compile(r"ckpt_.+\.[0-9a-f]{12}\.json")   # named by _apply
 
 
 @dataclass
@@ -130,7 +131,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         durable.append_jsonl(store.pruned_path, [{"checkpointId": c, "prunedAt": clock.stamp()}
                                                  for c in plan.prune])
         _apply(store, snap, index.rows, files, plan, chains, messages)
-        report.checkpoint_files_removed = _remove_stale_files(store)
+        report.checkpoint_files_removed = _remove_stale_files(store, {r.file for r in index.rows})
         for name in report.artifacts_removed:
             (store.artifacts_dir / name).unlink(missing_ok=True)
         _trim_trace(store, cutoff)
@@ -261,7 +262,10 @@ def _unreferenced_artifacts(store: Store, files: dict[str, dict[str, Any]],
     blob += json.dumps([f for i, f in files.items() if plan.kept(i)]).encode()
     named = set()
     for match in _ARTIFACT_REF.finditer(blob):
-        text = json.loads(b'"' + match.group(1) + b'"')
+        try:
+            text = json.loads(b'"' + match.group(1) + b'"')
+        except ValueError:  # not JSON after all: take the bytes as they are
+            text = match.group(1).decode(errors="surrogateescape")
         named.update({text, text.split()[0] if text.split() else text})
     limit = time.time() - ARTIFACT_GRACE.total_seconds()
     return sorted(p.name for p in store.artifacts_dir.iterdir()
@@ -359,13 +363,15 @@ def _keep_conflict_blobs(store: Store, repo: pygit2.Repository) -> None:
         repo.references.delete(KEEP_CONFLICTS_REF)
 
 
-def _remove_stale_files(store: Store) -> int:
-    """Checkpoint files the index no longer names: pruned, rewritten, or never indexed."""
+def _remove_stale_files(store: Store, indexed_before: set[str]) -> int:
+    """Checkpoint files gc itself made stale: those of dropped checkpoints, the old
+    versions of rewritten ones, and what an interrupted gc wrote. A file no index ever
+    named (a crash between file and index) is resume's evidence and stays."""
     named = {r.file for r in checkpoints.read_index(store).rows}
     removed = 0
-    for path in store.checkpoints_dir.iterdir():
-        if path.is_file() and path.suffix == ".json" and path.name not in named \
-                and path.name.startswith("ckpt_"):
+    for path in store.checkpoints_dir.glob("ckpt_*.json"):
+        ours = path.name in indexed_before or _REWRITTEN.fullmatch(path.name) is not None
+        if ours and path.name not in named:
             path.unlink()
             removed += 1
     return removed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from gitguard import checkpoints, clock, durable, faults, fileops, ledger
-from gitguard.errors import GitguardError
+from gitguard.errors import GitguardError, StoreError
 from gitguard.fileops import FileState
 from gitguard.models import Checkpoint, FilePatchEntry, ToolLedgerEntry
 from gitguard.snapshot import TreeResult
@@ -130,8 +130,8 @@ def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | N
     if not entry.tool_name.startswith("gitguard.") or entry.input_ref is None:
         return None
     try:
-        recorded = json.loads((g.store.root / entry.input_ref).read_bytes())
-    except (OSError, ValueError):
+        recorded = json.loads(g.store.read_artifact(entry.input_ref))
+    except (OSError, ValueError, StoreError):
         return None
     targets = recorded.get("targets") if isinstance(recorded, dict) else None
     if not isinstance(targets, dict):

@@ -229,7 +229,10 @@ def _pack_new(store: Store, repo: pygit2.Repository, refs: list[str], state: dic
 
 def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool) -> str | None:
     objects = objects_dir(store.ws)
-    args = ["pack-objects", "-q", "--delta-base-offset", "--window=50", "--depth=50"]
+    # Our packs are small, so the merge can afford a wide delta search: snapshots of the
+    # same directories at different times delta well against each other.
+    window = "--window=50" if incremental else "--window=250"
+    args = ["pack-objects", "-q", "--delta-base-offset", window, "--depth=50"]
     if incremental:
         args.append("--incremental")
     payload = "\n".join(f"{oid} {path}".rstrip() for oid, path in listed) + "\n"

@@ -116,8 +116,11 @@ class SocketServer:
                     job = Job(lambda: self.handler(request))
                     self.sink.put(job)
                     ok, value = job.done.get()
-                    answer = value if ok else {"exit": 3, "stdout": "", "stderr":
-                                               f"Error: internal error in the daemon: {value}\n"}
+                    answer = value if ok else {
+                        "exit": 3, "stdout": "",
+                        "stderr": f"Error: internal error in the gitguard daemon: {value}\n"
+                                  f"Hint: this is a bug in gitguard; see {self.store_dir}"
+                                  "/daemon.log\n"}
                 conn.settimeout(None)
                 conn.sendall(json.dumps(answer, ensure_ascii=True).encode())
         except OSError as exc:

@@ -182,8 +182,10 @@ def _unheld_messages(store: Store, repo: pygit2.Repository,
     held: set[str] = set()
     for name in repo.references:
         if name.startswith(checkpoints.MESSAGES_REF):
-            for commit in repo.walk(repo.references[name].target, pygit2.enums.SortMode.NONE):
-                held |= held_blobs(repo, commit)
+            # a holder's tree is its parent's plus new blobs, so the tip holds them all
+            tip = repo.get(repo.references[name].target)
+            if isinstance(tip, pygit2.Commit):
+                held |= held_blobs(repo, tip)
     found = []
     for row in rows:
         try:

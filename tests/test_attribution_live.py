@@ -219,16 +219,43 @@ def test_a_call_left_open_by_a_crash_reopens_its_window(repo: Path) -> None:
     second.stop()
 
 
-def test_pure_rules() -> None:
-    tracker = Tracker()
+def test_overlapping_calls() -> None:
     from gitguard.attribution import FsEvent
 
-    tracker.open("c1", ["a"], True)
-    tracker.open("c2", [], False)
-    tracker.observe(FsEvent("a", "write", 1.0))
-    tracker.observe(FsEvent("a", "close", 1.1))
-    assert [(v.path, v.owner, v.confidence) for v in tracker.close("c1", {"a": b"x"})] == [
-        ("a", "c1", "ambiguous")], "two windows were open at once"
+    def write(tracker: Tracker, path: str, at: float) -> None:
+        tracker.observe(FsEvent(path, "write", at))
+        tracker.observe(FsEvent(path, "close", at + 0.1))
+
+    def verdicts(tracker: Tracker, call: str) -> list[tuple[str, str, str]]:
+        return [(v.path, v.owner, v.confidence) for v in tracker.close(call, {})]
+
+    parallel_edits = Tracker()          # an agent's parallel Edit calls
+    parallel_edits.open("e1", ["a"], True)
+    parallel_edits.open("e2", ["b"], True)
+    write(parallel_edits, "a", 1.0)
+    write(parallel_edits, "b", 2.0)
+    write(parallel_edits, "mine", 3.0)
+    assert verdicts(parallel_edits, "e1") == [("a", "e1", "exact")]
+    assert verdicts(parallel_edits, "e2") == [("b", "e2", "exact")]
+    assert [(v.path, v.owner) for v in parallel_edits.flush_user()] == [("mine", "user")]
+
+    edit_and_shell = Tracker()
+    edit_and_shell.open("e1", ["a"], True)
+    edit_and_shell.open("s1", [], False)
+    write(edit_and_shell, "a", 1.0)
+    write(edit_and_shell, "out", 2.0)
+    assert verdicts(edit_and_shell, "e1") == [("a", "e1", "exact")]
+    assert verdicts(edit_and_shell, "s1") == [("out", "s1", "window")]
+
+    two_shells = Tracker()
+    two_shells.open("s1", [], False)
+    two_shells.open("s2", [], False)
+    write(two_shells, "out", 1.0)
+    assert verdicts(two_shells, "s1") == [("out", "s1", "ambiguous")]
+    assert verdicts(two_shells, "s2") == [("out", "s2", "ambiguous")]
+
+
+def test_pure_rules() -> None:
     assert is_declared_only("Edit", {"file_path": "a"}, ["a"])
     assert not is_declared_only("Bash", {"command": "x"}, ["a"])
     assert not is_declared_only("Edit", {"file_path": "a"}, [])

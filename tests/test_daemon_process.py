@@ -56,15 +56,14 @@ def test_start_status_stop_and_a_second_start(repo: Path, state_of: GitState) ->
 
 
 def test_sigterm_stops_the_daemon_cleanly(repo: Path) -> None:
-    gg(repo, "daemon", "start")
     store = store_of(repo)
-    pid = client.pid_of(str(store))
-    assert pid is not None
-    (repo / "late.txt").write_text("seen just before the signal\n")
-    os.kill(pid, signal.SIGTERM)
-    wait_for("the daemon to exit", lambda: not alive(pid))
-    assert not (store / "daemon.sock").exists() and not (store / "daemon.pid").exists()
-    assert json.loads(gg(repo, "daemon", "status", "--json").stdout)["stalePid"] is None
+    with running_daemon(repo) as pid:
+        (repo / "late.txt").write_text("seen just before the signal\n")
+        os.kill(pid, signal.SIGTERM)
+        wait_for("the daemon to exit", lambda: not alive(pid))
+        # checked before the fixture's `daemon stop`, which would tidy up after a crash
+        assert not (store / "daemon.sock").exists() and not (store / "daemon.pid").exists()
+        assert json.loads(gg(repo, "daemon", "status", "--json").stdout)["stalePid"] is None
     assert (store / "daemon.log").read_text().rstrip().endswith("stopped")
     assert owners(repo)["late.txt"] == ("user", "window"), "recorded on the way out"
 
@@ -380,12 +379,14 @@ def test_init_starts_the_daemon_unless_told_not_to(repo: Path, tmp_path: Path) -
 
 def test_a_hook_starts_a_missing_daemon(repo: Path) -> None:
     gg(repo, "init", "--no-daemon")
-    gg(repo, "hook", "claude-code", check=False, env={"GITGUARD_NO_DAEMON": ""},
-       input=b'{"hook_event_name": "SessionStart"}')
-    wait_for("the hook's daemon", lambda: client.alive(str(store_of(repo))))
-    pid = client.pid_of(str(store_of(repo)))
-    gg(repo, "daemon", "stop")
-    assert pid is not None
+    try:
+        gg(repo, "hook", "claude-code", check=False, env={"GITGUARD_NO_DAEMON": ""},
+           input=b'{"hook_event_name": "SessionStart"}')
+        wait_for("the hook's daemon", lambda: client.alive(str(store_of(repo))))
+        pid = client.pid_of(str(store_of(repo)))
+        assert pid is not None
+    finally:
+        gg(repo, "daemon", "stop")
     wait_for("the daemon to end", lambda: not alive(pid))
 
 

@@ -171,10 +171,10 @@ def test_encrypted_store_refuses_without_or_with_a_wrong_key(repo: Path,
                env={"GITGUARD_KEY": sealing.new_key_text()})
     assert wrong.returncode == 1 and MARK not in wrong.stdout
     assert "Error: the key given is not this store's key" in wrong.stderr
-    bad = gg(repo, "diff", "call_1", check=False, env={"GITGUARD_KEY": "not base64 at all!"})
-    assert "Error: GITGUARD_KEY is not a base64 key" in bad.stderr
-    short = gg(repo, "diff", "call_1", check=False, env={"GITGUARD_KEY": "c2hvcnQ="})
-    assert "Error: an encryption key is 32 bytes; this one is 5" in short.stderr
+    with pytest.raises(sealing.KeyProblem, match="GITGUARD_KEY is not a base64 key"):
+        sealing.Key.from_text("not base64 at all!", "GITGUARD_KEY")
+    with pytest.raises(sealing.KeyProblem, match="an encryption key is 32 bytes; this one is 5"):
+        sealing.Key.from_text("c2hvcnQ=", "GITGUARD_KEY")
     # Turning the setting off does not make an encrypted store write plaintext.
     (repo / ".gitguard.toml").unlink()
     off = gg(repo, "call", "begin", "--tool", "Read", "--input", '{"file_path": "b"}',
