@@ -16,7 +16,7 @@ import pytest
 
 from conftest import gg, git
 from daemons import alive, full_scan_tree, request, running_daemon, store_of, wait_for
-from gitguard import attrlog, client
+from gitguard import attrlog, client, remote
 from gitguard.api import Guard
 from gitguard.errors import IllegalTransition
 from gitguard.store import Store
@@ -322,6 +322,12 @@ def test_the_python_api_goes_through_the_daemon(repo: Path) -> None:
         assert owners(repo)["api.txt"] == (entry.call_id, "exact")
         with pytest.raises(IllegalTransition, match="cannot become succeeded"):
             guard.end_call(entry.call_id, "succeeded")
+        with remote.restoring(guard):       # what rollback wraps its writes in
+            (repo / "api.txt").write_text("restored by gitguard\n")
+        (repo / "user.txt").write_text("the user\n")
+        request(repo, "flush")
+        assert owners(repo)["api.txt"] == (entry.call_id, "exact"), "a restore is nobody's"
+        assert owners(repo)["user.txt"] == ("user", "window")
         served = request(repo, "status")["result"]
         assert served["records"] >= 1 and served["incremental"] >= 2
         # Unknown ops and missing integration handlers answer "fall back".
