@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from gitguard import checkpoints, clock, durable, fileops, ledger, merge, sessions, trace
+from gitguard import checkpoints, clock, durable, fileops, ledger, merge, remote, sessions, trace
 from gitguard.errors import GitguardError, UnknownId
 from gitguard.fileops import LINK, FileState
 from gitguard.guarded import Applied, Step, apply
@@ -177,7 +177,7 @@ def _target(g: Guard, view: ThreeWay, how: How) -> tuple[FileState | None, bytes
 
 
 def resolve(g: Guard, path: str, how: How) -> Resolved:
-    with g.store.writing():
+    with remote.restoring(g, how == "keep_user"), g.store.writing():
         conflict = find(g, path)
         if conflict.resolution != "pending":
             raise GitguardError(f"the conflict on {conflict.path} is already resolved "

@@ -12,7 +12,8 @@ Requests (one JSON object per connection, see `gitguard.client`):
   command as the CLI (same output, same exit code) against the daemon's Guard;
 * `api.begin_call`, `api.end_call`: the Python API's calls (`remote.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
-* `ping`, `status`, `stop`, `flush`, `rescan`, `resync`, `gc`.
+* `ping`, `status`, `stop`, `flush`, `rescan`, `resync`, `gc`;
+* `restore.begin`, `restore.end` around gitguard's own writes to the working tree.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is qu
 PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted
 IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays near zero)
 BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
+RESTORE_MAX_S = 300.0       # a restore that never says it ended stops being exempt
 
 
 class DaemonGuard(Guard):
@@ -213,7 +215,8 @@ class Daemon:
             return self.run_hook(op, args)
         simple = {"ping": self.ping, "status": self.status, "stop": self.request_stop,
                   "flush": self.flush, "rescan": self.rescan, "resync": self.resync,
-                  "gc": self.pack_now}
+                  "gc": self.pack_now, "restore.begin": self.restore_begin,
+                  "restore.end": self.restore_end}
         if op in simple:
             return {"exit": 0, "result": simple[op]()}
         return {"fallback": True, "reason": f"unknown op {op!r}"}
@@ -240,6 +243,25 @@ class Daemon:
             self.engine.tree_now()
             self.engine.record(self.engine.tracker.flush_user())
         return {"records": self.engine.counts["records"]}
+
+    def restore_begin(self) -> dict[str, Any]:
+        """gitguard itself is about to write into the working tree (rollback, a conflict
+        resolution): a full scan, everything seen so far recorded, and the writes that
+        follow are nobody's (the restore is in the ledger). Ends at `restore.end`, or
+        by itself after RESTORE_MAX_S should the restorer die."""
+        tree = self.engine.rescan("before a restore")
+        with self.guard.store.writing():
+            self.engine.record([])
+        self.engine.suspended_until = time.monotonic() + RESTORE_MAX_S
+        return {"tree": tree.tree}
+
+    def restore_end(self) -> dict[str, Any]:
+        with self.guard.store.writing():
+            tree = self.engine.tree_now()       # the restore's events, unattributed
+            self.engine.suspended_until = 0.0
+            self.engine.recorded_tree = tree.tree
+            self.engine.save_state()
+        return {"tree": tree.tree}
 
     def rescan(self) -> dict[str, Any]:
         return {"tree": self.engine.rescan("requested").tree}

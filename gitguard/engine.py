@@ -85,6 +85,7 @@ class Engine:
         self.git_mode: str | None = None        # why snapshots go through git, if they must
         self.rescan_reason: str | None = "start"
         self.lost = False                       # events were lost: rescan finds `unknown`s
+        self.suspended_until = 0.0              # a restore runs until then (monotonic)
         self.deferred: collections.deque[Job] = collections.deque()
         self.tokens = itertools.count(1)
         self.ignored_memo: dict[bytes, bool] = {}
@@ -185,6 +186,8 @@ class Engine:
         if self._is_ignored(raw.path):
             return
         self.dirty.add(raw.path)
+        if time.monotonic() < self.suspended_until:
+            return      # gitguard's own writes (a restore): in the tree, nobody's change
         # A new directory's files come as events of their own; a directory that went
         # (deleted, moved away) is one event for everything below it.
         if not raw.directory or raw.kind in ("delete", "move_from"):
@@ -344,7 +347,7 @@ class Engine:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
         self.persist(kept)
         self.recorded_tree = current
-        self._save_state()
+        self.save_state()
 
     def _reopen_windows(self) -> None:
         for entry in ledger.read(self.store).in_order():
@@ -372,7 +375,7 @@ class Engine:
                 found.append(self.snap.tree_of(row.snapshot_commit))
         return found
 
-    def _save_state(self) -> None:
+    def save_state(self) -> None:
         if self.recorded_tree is None:
             return
         # Not fsynced: it only has to survive the daemon being killed, not a power cut.

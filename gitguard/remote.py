@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from gitguard import client, errors
@@ -33,6 +34,32 @@ def end_call(guard: Guard, call_id: str, status: str, result: str | bytes | None
     if isinstance(result, bytes):
         kwargs.update(result=base64.b64encode(result).decode(), result_b64=True)
     return _call(guard, "api.end_call", kwargs)
+
+
+@contextmanager
+def restoring(guard: Guard, read_only: bool = False) -> Iterator[None]:
+    """Wrap writes gitguard itself makes into the working tree (rollback, conflict
+    resolution): with a daemon running, everything seen before is recorded first (after
+    a full scan) and these writes are nobody's change. `read_only` (a dry run) only has
+    the daemon record what it saw. Without a daemon, nothing to do.
+
+    Call it before taking the store lock: the daemon takes it to record."""
+    store = str(guard.store.root)
+    if not (guard.store.root / client.SOCKET_NAME).exists():
+        yield
+        return
+    if read_only:
+        with suppress(client.Unreachable, client.Broken):
+            client.request(store, "flush")
+        yield
+        return
+    with suppress(client.Unreachable, client.Broken):     # no daemon: nothing to tell
+        client.request(store, "restore.begin")
+    try:
+        yield
+    finally:
+        with suppress(client.Unreachable, client.Broken):
+            client.request(store, "restore.end")
 
 
 def _call(guard: Guard, op: str, kwargs: dict[str, Any]) -> ToolLedgerEntry | None:

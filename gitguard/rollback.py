@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitguard import checkpoints, clock, conflicts, fileops, ledger, timeline, trace
+from gitguard import checkpoints, clock, conflicts, fileops, ledger, remote, timeline, trace
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets
@@ -220,7 +220,9 @@ def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
 def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
     """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
     started_clock = time.perf_counter()
-    with g.store.writing():
+    # A running daemon records what it saw first and leaves our own writes unattributed;
+    # it takes the store lock for that, so this comes before ours.
+    with remote.restoring(g, dry_run), g.store.writing():
         target = checkpoints.load(g.store, checkpoints.read_index(g.store).find(checkpoint_id))
         facts = gather(g, target, store_blobs=not dry_run)
         plan = make_plan(g, target, facts)

@@ -300,3 +300,19 @@ def test_a_changed_gitignore_rescans_so_newly_unignored_files_appear(live: Scrip
     done = live.guard.end_call(call.call_id, "succeeded")
     assert {p.path for p in done.file_patches} == {".gitignore", ".env"}
     assert live.daemon.engine.counts["full_scans"] == 2
+
+
+def test_gitguards_own_restore_writes_are_nobodys(live: Scripted) -> None:
+    live.write("before.txt", "the user, before the restore\n")
+    answer = live.daemon.restore_begin()
+    assert live.latest() == {"before.txt": ("user", "window")}, "recorded before the restore"
+    assert answer["tree"] and live.daemon.engine.counts["full_scans"] == 2
+    live.write("src/app.py", "def main():\n    return 0  # restored\n")
+    live.delete("README.md")
+    live.daemon.restore_end()
+    live.write("after.txt", "the user, after the restore\n")
+    live.flush()
+    assert live.latest() == {"before.txt": ("user", "window"), "after.txt": ("user", "window")}
+    made = live.guard.checkpoint()
+    listing = gg(live.repo, "status", "--json").stdout
+    assert made.snapshot_commit and "README.md" in listing, "the restore is in the tree"

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import gg, git
 from daemons import alive, full_scan_tree, request, running_daemon, store_of, wait_for
-from gitguard import attrlog, client
+from gitguard import attrlog, client, remote
 from gitguard.api import Guard
 from gitguard.errors import IllegalTransition
 from gitguard.store import Store
@@ -322,6 +322,12 @@ def test_the_python_api_goes_through_the_daemon(repo: Path) -> None:
         assert owners(repo)["api.txt"] == (entry.call_id, "exact")
         with pytest.raises(IllegalTransition, match="cannot become succeeded"):
             guard.end_call(entry.call_id, "succeeded")
+        with remote.restoring(guard):       # what rollback wraps its writes in
+            (repo / "api.txt").write_text("restored by gitguard\n")
+        (repo / "user.txt").write_text("the user\n")
+        request(repo, "flush")
+        assert owners(repo)["api.txt"] == (entry.call_id, "exact"), "a restore is nobody's"
+        assert owners(repo)["user.txt"] == ("user", "window")
         served = request(repo, "status")["result"]
         assert served["records"] >= 1 and served["incremental"] >= 2
         # Unknown ops and missing integration handlers answer "fall back".
@@ -404,3 +410,31 @@ def test_the_socket_refuses_another_user(repo: Path) -> None:
             out = subprocess.run([sys.executable, "-I", "-c", probe, str(sock)],
                                  capture_output=True, text=True)
             assert out.stdout.strip() == "refused", out.stderr
+
+
+def test_a_rollback_under_a_running_daemon_leaves_no_user_record_behind(repo: Path) -> None:
+    """The daemon sees the rollback's own writes; recorded as the user's, rolling back the
+    rollback would then conflict on every path. Through restore.begin/end they are nobody's,
+    while the user's edit made before the rollback is still recorded as the user's."""
+    with running_daemon(repo):
+        checkpoint = json.loads(gg(repo, "checkpoint", "--kind", "manual", "--step", "s",
+                                   "--json").stdout)["checkpointId"]
+        begun = json.loads(gg(repo, "call", "begin", "--tool", "Bash", "--input",
+                              '{"command": "make gen"}', "--json").stdout)
+        (repo / "gen.txt").write_text("generated\n")
+        (repo / "README.md").write_text("# changed by the agent\n")
+        gg(repo, "call", "end", begun["callId"], "--status", "succeeded")
+        (repo / "mine.txt").write_text("the user's own file\n")
+        before = {p: (repo / p).read_bytes() for p in ("gen.txt", "README.md", "mine.txt")}
+
+        result = json.loads(gg(repo, "rollback-files", "--to", checkpoint, "--json").stdout)
+        assert result["deleted"] == ["gen.txt"] and result["restored"] == ["README.md"]
+        assert result["conflicts"] == []
+        request(repo, "flush")
+        assert owners(repo)["mine.txt"] == ("user", "window")
+        assert "gen.txt" not in owners(repo) or owners(repo)["gen.txt"][0] != "user"
+
+        undo = json.loads(gg(repo, "rollback-files", "--to", result["safetyCheckpointId"],
+                             "--json").stdout)
+        assert undo["conflicts"] == [], "the first rollback's writes were not the user's"
+        assert {p: (repo / p).read_bytes() for p in before} == before
