@@ -24,13 +24,15 @@ _PROJECT = Path(__file__).resolve().parents[1]
 SESSION = "bench-0000-4000-8000-000000000000"
 
 
-def _env() -> dict[str, str]:
+def _env(daemon: bool = True) -> dict[str, str]:
+    """The no-daemon rows turn autostart off: a hook that finds no daemon starts one, and
+    every later sample would be the daemon's."""
     path = os.pathsep.join(p for p in (str(_PROJECT), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path}
+    return {"PYTHONPATH": path, **({} if daemon else {"GITGUARD_NO_DAEMON": "1"})}
 
 
-def _cli(ctx: CaseContext, *args: str, stdin: bytes | None = None) -> bytes:
-    return run([sys.executable, "-m", "gitguard", *args], cwd=ctx.repo, env=_env(),
+def _cli(ctx: CaseContext, *args: str, stdin: bytes | None = None, daemon: bool = True) -> bytes:
+    return run([sys.executable, "-m", "gitguard", *args], cwd=ctx.repo, env=_env(daemon),
                input_bytes=stdin)
 
 
@@ -81,7 +83,7 @@ def _post_checkout(ctx: CaseContext, daemon: bool) -> Measurement:
 
     def step(_: int) -> float:
         editor.edit()
-        return timed_once(lambda: run([shim, head, head, "1"], cwd=ctx.repo, env=_env()))
+        return timed_once(lambda: run([shim, head, head, "1"], cwd=ctx.repo, env=_env(daemon)))
 
     with _daemon(ctx, daemon):
         return _measure(ctx, step, "the installed shim run as git runs it: sh, python, "
@@ -107,7 +109,8 @@ def pre_push(ctx: CaseContext) -> Measurement:
     shim = str(ctx.repo / ".git" / "hooks" / "pre-push")
 
     def step(_: int) -> float:
-        return timed_once(lambda: run([shim, "origin", "/nowhere.git"], cwd=ctx.repo, env=_env(),
+        return timed_once(lambda: run([shim, "origin", "/nowhere.git"], cwd=ctx.repo,
+                                      env=_env(daemon=False),
                                   input_bytes=line))
 
     return _measure(ctx, step, "a branch push let through; no snapshot is taken")
@@ -127,11 +130,11 @@ def _claude_code(ctx: CaseContext, daemon: bool) -> Measurement:
 
     def step(i: int) -> float:
         rel, call = editor.pick(), f"toolu_bench_{i + 1}"
-        pre = timed_once(lambda: _cli(ctx, "hook", "claude-code",
-                                  stdin=event("PreToolUse", call, rel)))
+        pre = timed_once(lambda: _cli(ctx, "hook", "claude-code", daemon=daemon,
+                                      stdin=event("PreToolUse", call, rel)))
         editor.touch(rel)
-        posts.append(timed_once(lambda: _cli(ctx, "hook", "claude-code",
-                                         stdin=event("PostToolUse", call, rel))))
+        posts.append(timed_once(lambda: _cli(ctx, "hook", "claude-code", daemon=daemon,
+                                             stdin=event("PostToolUse", call, rel))))
         return pre
 
     with _daemon(ctx, daemon):

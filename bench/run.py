@@ -160,6 +160,7 @@ class Runner:
             work.mkdir()
             return c.fn(CaseContext(repo=repo, scratch=work, runs=self.runs))
         finally:
+            _stop_daemons(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _copy(self, info: RepoInfo, dest: Path) -> None:
@@ -171,6 +172,21 @@ class Runner:
             differ = sorted(set(original.items()) ^ set(copied.items()))[:5]
             raise RuntimeError(f"the copy of {info.path} differs from it: {differ}")
         self.verified[info.size] = len(copied)
+
+
+def _stop_daemons(scratch: Path) -> None:
+    """A case that left a gitguard daemon running (a hook autostarts one) must not leave
+    it loading the machine for the cases after it."""
+    work = scratch / "work"
+    repos = [scratch / "repo", *(work.iterdir() if work.is_dir() else ())]
+    for pid_file in (r / ".git" / "gitguard" / "daemon.pid" for r in repos):
+        if not pid_file.is_file():
+            continue
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
+        log(f"stopped a gitguard daemon left running in {pid_file.parents[2]}")
 
 
 def log(message: str) -> None:
