@@ -16,7 +16,7 @@ from gitguard.integrations import claude_code
 from hookutil import FIXTURES, hook_cc, payload
 
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
-          "Stop"}
+          "PermissionDenied", "Stop", "SessionEnd"}
 SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"
 
 
@@ -177,3 +177,78 @@ def test_the_recovery_module_is_used_when_it_answers(repo: Path,
     note = claude_code.handle(guard, event)["hookSpecificOutput"]["additionalContext"]
     assert "Bash(toolu_01NpmPublish3Rt) started `npm publish`" in note
     assert "resume is not finished" in (repo / ".git/gitguard/hook-errors.log").read_text()
+
+
+def _transcript(repo: Path, tmp: Path) -> str:
+    target = tmp / "transcript.jsonl"
+    target.write_bytes((FIXTURES / "claude_code" / "transcript_denied.jsonl").read_bytes())
+    return str(target)
+
+
+def test_a_call_denied_at_the_prompt_is_failed_at_stop_and_may_be_asked_again(
+        repo: Path, tmp_path: Path) -> None:
+    """PreToolUse runs before Claude Code's dialog: the user said no, no PostToolUse came.
+    The transcript's rejection says the tool never ran, so a later npm publish is no replay."""
+    transcript = _transcript(repo, tmp_path)
+    assert hook_cc(repo, payload("claude_code/pre_tool_use_bash.json", repo)) == {}
+    assert hook_cc(repo, payload("claude_code/stop.json", repo,
+                                 transcript_path=transcript)) == {}
+    ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    denied = ledger["toolu_01NpmPublish3Rt"]
+    assert denied["status"] == "failed"
+    assert "denied at the permission prompt" in denied["errorSummary"]
+    again = payload("claude_code/pre_tool_use_bash.json", repo, tool_use_id="toolu_01Approved")
+    assert hook_cc(repo, again) == {}, "a call that never ran is not a replay"
+    rows = json.loads(gg(repo, "checkpoints", "--json").stdout)
+    assert any(r["stepId"] == "stop" for r in rows)
+
+
+def test_a_call_with_no_end_and_no_evidence_is_uncertain_and_its_window_closes(
+        repo: Path, tmp_path: Path) -> None:
+    """Interrupted (the transcript's marker) or no transcript: it may have run. Uncertain,
+    the user is told, a repeat of a never-replay call is denied; the user's later edit is
+    the user's, not ambiguous."""
+    transcript = _transcript(repo, tmp_path)
+    push = payload("claude_code/pre_tool_use_bash.json", repo, tool_use_id="toolu_01GitPush7Kd",
+                   tool_input={"command": "git push origin main"})
+    publish = payload("claude_code/pre_tool_use_bash.json", repo, tool_use_id="toolu_01Nothing",
+                      tool_input={"command": "npm publish --tag next"})
+    hook_cc(repo, push)
+    hook_cc(repo, publish)
+    answer = hook_cc(repo, payload("claude_code/stop.json", repo, transcript_path=transcript))
+    assert "toolu_01GitPush7Kd" in answer["systemMessage"]
+    assert "toolu_01Nothing" in answer["systemMessage"]
+    (repo / "README.md").write_text("# the user's words after the turn\n")
+    ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    for call in ("toolu_01GitPush7Kd", "toolu_01Nothing"):
+        assert ledger[call]["status"] == "uncertain"
+        assert f"gitguard reconcile {call}" in ledger[call]["note"]
+        assert ledger[call]["postCheckpointId"]
+    repeat = hook_cc(repo, {**publish, "tool_use_id": "toolu_01Repeat"})
+    assert repeat["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "toolu_01Nothing" in repeat["hookSpecificOutput"]["permissionDecisionReason"]
+    dirty = json.loads(gg(repo, "status", "--json").stdout)["dirty"]
+    readme = [d for d in dirty if d["path"] == "README.md"]
+    assert readme and readme[0]["owner"] == "user"
+    gg(repo, "verify")
+
+
+def test_permission_denied_ends_the_call_and_session_end_closes_the_session(
+        repo: Path) -> None:
+    hook_cc(repo, payload("claude_code/session_start_startup.json", repo))
+    hook_cc(repo, payload("claude_code/pre_tool_use_bash.json", repo))
+    assert hook_cc(repo, payload("claude_code/permission_denied.json", repo)) == {}
+    assert hook_cc(repo, payload("claude_code/permission_denied.json", repo)) == {}, "again"
+    edit = payload("claude_code/pre_tool_use_edit.json", repo)
+    hook_cc(repo, edit)
+    missing = str(repo.parent / "no-such-transcript.jsonl")
+    end = hook_cc(repo, payload("claude_code/session_end.json", repo, transcript_path=missing))
+    assert edit["tool_use_id"] in end["systemMessage"]
+    ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    publish = ledger["toolu_01NpmPublish3Rt"]
+    assert publish["status"] == "failed" and "auto-mode classifier" in publish["errorSummary"]
+    assert ledger[edit["tool_use_id"]]["status"] == "uncertain"
+    [session] = json.loads(gg(repo, "session", "list", "--json").stdout)
+    assert session["sessionId"] == SESSION and session["endedAt"]
+    assert any(r["stepId"] == "session-end" for r in
+               json.loads(gg(repo, "checkpoints", "--json").stdout))

@@ -13,7 +13,10 @@ never with a blocked tool.
 |                            | paths declared); a refused replay -> `deny` or `ask`      |
 | PostToolUse                | call end succeeded, `tool_response` stored as the result  |
 | PostToolUseFailure         | call end failed, `error` stored as the result             |
-| UserPromptSubmit, Stop     | a post checkpoint referencing `transcript_path`           |
+| PermissionDenied           | call end failed: the tool did not run                     |
+| UserPromptSubmit           | a post checkpoint referencing `transcript_path`           |
+| Stop, SessionEnd           | the same, after settling calls begun and never ended      |
+|                            | (`dangling.py`); SessionEnd also ends the session         |
 
 gitguard never answers `allow`: that would skip the permission prompt the user's own
 settings ask for. With no objection it gives no decision and Claude Code decides.
@@ -24,11 +27,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from gitguard import durable, ledger, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
-from gitguard.integrations import hooklog
+from gitguard.integrations import dangling, hooklog
 from gitguard.integrations.recovery_note import recovery_note
 from gitguard.models import TERMINAL
 from gitguard.workspace import safe_relpath
@@ -175,6 +179,35 @@ def _checkpoint(step: str) -> Callable[[Guard, Mapping[str, Any]], Answer]:
     return take
 
 
+def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
+    """Claude Code refused the call after PreToolUse began it: it never ran."""
+    call_id = call_id_of(payload)
+    entry = ledger.read(guard.store).entries.get(call_id) if call_id else None
+    if entry is None or entry.status != "started":
+        return {}
+    reason = payload.get("reason") or payload.get("message") or "permission denied"
+    with suppress(IllegalTransition):       # a repeated event
+        guard.end_call(entry.call_id, "failed", f"denied: {reason}; the tool did not run".encode())
+    return {}
+
+
+def _turn_end(step: str, end_session: bool = False
+              ) -> Callable[[Guard, Mapping[str, Any]], Answer]:
+    def take(guard: Guard, payload: Mapping[str, Any]) -> Answer:
+        transcript = payload.get("transcript_path")
+        session_id = session_of(payload)
+        settled = dangling.settle(guard, session_id,
+                                  transcript if isinstance(transcript, str) else None, step)
+        if end_session and session_id is not None:
+            guard.end_session(session_id)
+        if not settled.uncertain:
+            return {}
+        return {"systemMessage": "gitguard: no PostToolUse came for "
+                + ", ".join(settled.uncertain) + "; marked uncertain, so it will not be "
+                "repeated blindly. If it never ran: `gitguard reconcile CALL --status failed`."}
+    return take
+
+
 def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     session_id = session_of(payload)
     guard.start_session(session_id, agent=agent_of(payload))
@@ -191,6 +224,8 @@ _HANDLERS: dict[str, Callable[[Guard, Mapping[str, Any]], Answer]] = {
     "PreToolUse": _pre_tool_use,
     "PostToolUse": _post_success,
     "PostToolUseFailure": _post_failure,
+    "PermissionDenied": _denied,
     "UserPromptSubmit": _checkpoint("user-prompt"),
-    "Stop": _checkpoint("stop"),
+    "Stop": _turn_end("stop"),
+    "SessionEnd": _turn_end("session-end", end_session=True),
 }

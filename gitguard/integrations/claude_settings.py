@@ -25,7 +25,7 @@ MARKER = "gitguard hook claude-code"
 # Tool events match every tool; the others take no matcher (SessionStart: every source).
 EVENTS: dict[str, str | None] = {
     "SessionStart": None, "UserPromptSubmit": None, "PreToolUse": "*", "PostToolUse": "*",
-    "PostToolUseFailure": "*", "Stop": None,
+    "PostToolUseFailure": "*", "PermissionDenied": "*", "Stop": None, "SessionEnd": None,
 }
 TIMEOUT_S = 30
 
