@@ -35,6 +35,7 @@ class Store:
         self.conflicts_path = self.root / "conflicts.json"
         self.stat_index = self.root / "stat.index"
         self.meta_path = self.root / "store.json"
+        self.baselines_path = self.root / "baselines.jsonl"     # what the git hooks record
         # Not among `journals` (repaired under every lock): it grows with every changed
         # path, so its writer repairs it alone (attrlog.append).
         self.attribution_path = self.root / "attribution.jsonl"
@@ -43,7 +44,7 @@ class Store:
     @property
     def journals(self) -> tuple[Path, ...]:
         return (self.ledger_path, self.trace_path, self.sessions_path, self.index_path,
-                self.pruned_path)
+                self.pruned_path, self.baselines_path)
 
     def exists(self) -> bool:
         return self.meta_path.exists()

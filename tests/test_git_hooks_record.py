@@ -147,3 +147,22 @@ def test_a_file_checkout_during_an_open_call_takes_only_what_git_wrote(repo: Pat
         ("checkout-files", ["README.md"], "user")
     finished = guard.end_call(call.call_id, "succeeded")
     assert [p.path for p in finished.file_patches] == ["src/app.py"]
+
+
+def test_the_baselines_journal_is_repaired_and_verified_like_the_others(repo: Path) -> None:
+    """A crash mid-append leaves a torn tail: the next write moves it aside. A corrupt middle
+    line is what `gitguard verify` reports, by the journal's name."""
+    with_branch_and_remote(repo)
+    gg(repo, "hooks", "install")
+    assert run_git(repo, "checkout", "-q", "other").returncode == 0
+    journal = Guard.open(repo).store.baselines_path
+    lines = journal.read_bytes().splitlines(keepends=True)
+    assert lines, "the checkout was recorded"
+    journal.write_bytes(b"".join(lines) + b'{"sum": "torn')
+    assert run_git(repo, "checkout", "-q", "main").returncode == 0
+    assert len(git_status(repo)["moves"]) == 2, "the tear was moved aside, the record kept"
+    assert gg(repo, "verify").returncode == 0
+    good = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(good[0].replace(b"checkout", b"chekcout") + b"".join(good[1:]))
+    bad = gg(repo, "verify", check=False)
+    assert bad.returncode != 0 and "baselines.jsonl" in bad.stdout + bad.stderr

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from gitguard.snapshot import Snapshotter
 
 GIT_SESSION = "git-user"
-JOURNAL = "baselines.jsonl"
 PATH_CAP = 200
 
 MoveKind = Literal["checkout", "checkout-files", "merge", "rebase", "amend", "commit"]
@@ -69,14 +68,12 @@ class CommitRecord(Versioned):
 
 
 def journal(store: Store) -> Path:
-    return store.root / JOURNAL
+    return store.baselines_path
 
 
 def append(store: Store, record: GitMove | CommitRecord) -> None:
-    """Under the store lock. The journal is not one of the store's own, so repair it here."""
-    path = journal(store)
-    durable.repair_torn_tail(path)
-    durable.append_jsonl(path, [record.to_json()])
+    """Under the store lock (which repaired a torn tail: it is one of the store's journals)."""
+    durable.append_jsonl(journal(store), [record.to_json()])
 
 
 def read(store: Store) -> list[GitMove | CommitRecord]:
