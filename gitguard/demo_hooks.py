@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gitguard.api import Guard
-from gitguard.integrations import baselines, claude_code, hook_install
+from gitguard.integrations import baselines, claude_code, dangling, hook_install
 
 Echo = Callable[[str], None]
 SESSION = "5b7e2c90-1f4d-4a8e-9c3b-7d6a2e1f0b84"
@@ -70,7 +70,26 @@ def chapter_hooks(echo: Echo, repo: Path, guard: Guard) -> None:
     echo("SessionStart resume -> additionalContext:")
     for line in resumed["hookSpecificOutput"]["additionalContext"].splitlines():
         echo(f"  | {line}")
+    _denied(echo, repo, transcript, send)
     _git_hooks(echo, repo)
+
+
+def _denied(echo: Echo, repo: Path, transcript: Path,
+            send: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """PreToolUse runs before Claude Code's permission dialog: a call the user denies there
+    was begun and never ends. At Stop the transcript says it never ran."""
+    push = {"command": "git push origin main"}
+    _answer(echo, "PreToolUse Bash `git push`",
+            send(_tool(repo, transcript, "PreToolUse", "toolu_demo_5", "Bash", push)))
+    echo("  (the user answers No in Claude Code's permission dialog: no PostToolUse)")
+    rejection = {"type": "tool_result", "tool_use_id": "toolu_demo_5", "is_error": True,
+                 "content": f"{dangling.REJECTED}. The tool use was rejected."}
+    with transcript.open("a") as fh:
+        fh.write(json.dumps({"type": "user", "message": {"role": "user",
+                                                         "content": [rejection]}}) + "\n")
+    send(_event(repo, transcript, "Stop", stop_hook_active=False))
+    entry = {e.call_id: e for e in Guard.open(repo).ledger()}["toolu_demo_5"]
+    echo(f"Stop -> toolu_demo_5 {entry.status}: {entry.error_summary} (asking again is no replay)")
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
