@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 from conftest import gg
-from gitguard.integrations import claude_settings
+from gitguard.integrations import claude_settings, codex_settings
 from gitguard.workspace import discover
+from hookutil import payload
 
 USER_SETTINGS = {
     "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]},
@@ -73,3 +75,32 @@ def test_integrate_refuses_a_broken_settings_file(repo: Path) -> None:
     assert refused.stderr.startswith(f"Error: {settings} is not valid JSON")
     assert "Hint: fix the file" in refused.stderr
     assert settings.read_text() == '{"permissions": {"allow": [}\n'
+
+
+def test_integrate_codex_writes_its_hooks_file_and_the_events_reach_the_ledger(
+        repo: Path) -> None:
+    """Codex reads .codex/hooks.json in Claude Code's shape; a user's own hook there stays,
+    and the command it runs handles a Codex event end to end."""
+    hooks_file = repo / ".codex" / "hooks.json"
+    hooks_file.parent.mkdir()
+    mine = {"hooks": {"PostToolUse": [{"matcher": "Bash",
+                                       "hooks": [{"type": "command", "command": "./lint.sh"}]}]}}
+    hooks_file.write_text(json.dumps(mine))
+    done = json.loads(gg(repo, "integrate", "codex", "--json").stdout)
+    assert done["changed"] and done["events"] == list(codex_settings.EVENTS)
+    merged = json.loads(hooks_file.read_text())["hooks"]
+    assert merged["PostToolUse"][0] == mine["hooks"]["PostToolUse"][0]
+    assert set(merged) == set(codex_settings.EVENTS)
+    [pre] = [h for g in merged["PreToolUse"] for h in g["hooks"]]
+    assert "matcher" not in merged["PreToolUse"][0], "no matcher: every Codex tool"
+    assert not json.loads(gg(repo, "integrate", "codex", "--json").stdout)["changed"]
+
+    event = payload("codex/pre_tool_use_bash.json", repo)
+    proc = subprocess.run(pre["command"], shell=True, cwd=repo, input=json.dumps(event),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {}, proc.stderr
+    [entry] = json.loads(gg(repo, "ledger", "--json").stdout)
+    assert (entry["callId"], entry["status"]) == (event["tool_use_id"], "started")
+
+    gg(repo, "integrate", "codex", "--remove")
+    assert json.loads(hooks_file.read_text()) == mine

@@ -1,6 +1,9 @@
-"""`gitguard integrate claude-code`: gitguard's hook entries in the agent's settings."""
+"""`gitguard integrate claude-code|codex`: gitguard's hook entries in the agent's settings."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -19,15 +22,38 @@ def integrate() -> None:
 def integrate_claude_code(ctx: Ctx, remove: bool, as_json: bool) -> None:
     """Merge gitguard's hooks into .claude/settings.local.json (every other setting stays).
 
-    SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure and Stop
-    call `gitguard hook claude-code`. Running it again changes nothing.
+    SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure,
+    PermissionDenied, Stop and SessionEnd call `gitguard hook claude-code`. Running it again
+    changes nothing.
 
     Example: gitguard integrate claude-code
     """
     from gitguard.integrations import claude_settings
 
+    _merge(ctx, claude_settings.integrate, remove, as_json)
+
+
+@integrate.command("codex")
+@click.option("--remove", is_flag=True, help="Take gitguard's entries out again.")
+@json_option
+@pass_ctx
+def integrate_codex(ctx: Ctx, remove: bool, as_json: bool) -> None:
+    """Merge gitguard's hooks into .codex/hooks.json (every other hook stays).
+
+    SessionStart, UserPromptSubmit, PreToolUse, PostToolUse and Stop call
+    `gitguard hook claude-code` (Codex sends the same event shape). Codex before 0.124
+    needs `[features] codex_hooks = true` in its config.toml to run hooks.
+
+    Example: gitguard integrate codex
+    """
+    from gitguard.integrations import codex_settings
+
+    _merge(ctx, codex_settings.integrate, remove, as_json)
+
+
+def _merge(ctx: Ctx, integrate_into: Callable[..., Any], remove: bool, as_json: bool) -> None:
     guard = ctx.guard
-    result = claude_settings.integrate(guard.ws, remove=remove)
+    result = integrate_into(guard.ws, remove=remove)
     if not remove:
         guard.store.create()
     verb = "removed gitguard's hooks from" if remove else "gitguard's hooks are in"

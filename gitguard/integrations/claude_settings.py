@@ -35,10 +35,11 @@ class Result:
     path: Path
     changed: bool
     removed: bool
+    events: tuple[str, ...] = tuple(EVENTS)
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "changed": self.changed, "removed": self.removed,
-                "events": list(EVENTS)}
+                "events": list(self.events)}
 
 
 def settings_path(ws: Workspace) -> Path:
@@ -61,11 +62,11 @@ def _load(path: Path) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise GitguardError(f"{path} is not valid JSON ({exc}); nothing was changed",
-                            "fix the file (Claude Code cannot read it either), then run "
+                            "fix the file (the agent cannot read it either), then run "
                             "this again") from None
     if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
         raise GitguardError(f"{path} does not hold a settings object with a `hooks` object",
-                            "see Claude Code's settings documentation; nothing was changed")
+                            "see the agent's hooks documentation; nothing was changed")
     return data
 
 
@@ -99,9 +100,10 @@ def _without_ours(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _with_ours(data: dict[str, Any], cmd: str) -> dict[str, Any]:
+def _with_ours(data: dict[str, Any], cmd: str,
+               events: dict[str, str | None] | None = None) -> dict[str, Any]:
     hooks = data.setdefault("hooks", {})
-    for event, matcher in EVENTS.items():
+    for event, matcher in (EVENTS if events is None else events).items():
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise GitguardError(f"hooks.{event} in the settings is not a list",
@@ -118,20 +120,28 @@ def _with_ours(data: dict[str, Any], cmd: str) -> dict[str, Any]:
     return data
 
 
-def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None) -> Result:
-    path = settings_path(ws)
+def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None,
+              path: Path | None = None, events: dict[str, str | None] | None = None
+              ) -> Result:
+    """Merge gitguard's entries into `path` (Claude Code's settings unless told otherwise;
+    Codex reads the same `hooks` shape from `.codex/hooks.json`)."""
+    path = path or settings_path(ws)
     before = _load(path)
     after = _without_ours(copy.deepcopy(before))
     if not remove:
-        after = _with_ours(after, command(python))
+        after = _with_ours(after, command(python), events)
     if after == before:
-        return Result(path, changed=False, removed=remove)
+        return Result(path, changed=False, removed=remove, events=_names(events))
     if remove and not after:
         path.unlink()  # the file held gitguard's entries only
         with contextlib.suppress(OSError):  # .claude holds other files
             path.parent.rmdir()
-        return Result(path, changed=True, removed=True)
+        return Result(path, changed=True, removed=True, events=_names(events))
     durable.ensure_dir(path.parent)
     text = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
     durable.atomic_write(path, text.encode(), mode=0o644)
-    return Result(path, changed=True, removed=remove)
+    return Result(path, changed=True, removed=remove, events=_names(events))
+
+
+def _names(events: dict[str, str | None] | None) -> tuple[str, ...]:
+    return tuple(EVENTS if events is None else events)
