@@ -9,11 +9,12 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from gitguard import clock, durable, faults, trace
+from gitguard import clock, durable, faults, tailcache, trace
 from gitguard.errors import CorruptRecord, UnknownId
 from gitguard.models import Checkpoint, CheckpointIndexRow, CheckpointKind
 from gitguard.snapshot import Snapshotter, TreeResult
@@ -40,9 +41,41 @@ class Index:
         return None
 
 
+# The rows this process last read per index file and how far into it they reach: the next
+# read decodes only what was appended since. gc replaces the file (a new inode), which
+# tailcache.read_after notices, so the next read is a full one.
+_READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow]]] = {}
+_READ_MAX = 8
+
+
+def forget() -> None:
+    _READ.clear()
+
+
 def read_index(store: Store) -> Index:
-    raw = durable.read_jsonl(store.index_path)
-    return Index([CheckpointIndexRow.model_validate(r) for r in raw.records])
+    path = store.index_path
+    cached = _READ.pop(path, None)
+    if cached is not None:
+        tail = tailcache.read_after(path, cached[0])
+        if tail is not None:
+            decoded = [durable.decode_line(line) for line in tail.data.split(b"\n")[:-1]]
+            records = [r for r in decoded if r is not None]
+            if len(records) == len(decoded):    # else the full read names the bad line
+                cached[1].extend(CheckpointIndexRow.model_validate(r) for r in records)
+                _READ[path] = (tail.mark, cached[1])
+                return Index(list(cached[1]))
+    return read_index_full(store)
+
+
+def read_index_full(store: Store) -> Index:
+    path = store.index_path
+    raw, st = tailcache.read_full(path)
+    rows = [CheckpointIndexRow.model_validate(r) for r in durable.parse_jsonl(path, raw).records]
+    if st is not None:
+        while len(_READ) >= _READ_MAX:
+            del _READ[next(iter(_READ))]
+        _READ[path] = (tailcache.mark_of(raw, st), list(rows))
+    return Index(rows)
 
 
 def pruned_ids(store: Store) -> set[str]:

@@ -112,6 +112,11 @@ def read_jsonl(path: Path) -> JsonlRead:
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}",
                          "check the permissions of the gitguard store") from exc
+    return parse_jsonl(path, raw)
+
+
+def parse_jsonl(path: Path, raw: bytes) -> JsonlRead:
+    """The records of `raw`, the bytes of `path` (named in errors), as read_jsonl reads them."""
     result = JsonlRead()
     end = raw.rfind(b"\n") + 1
     result.torn = raw[end:]

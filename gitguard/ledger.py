@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gitguard import clock, durable, faults, ledger_fold
+from gitguard import clock, durable, faults, ledger_fold, tailcache
 from gitguard.errors import IllegalTransition, UnknownId
 from gitguard.models import LedgerEvent, RecoveryAction, ToolLedgerEntry
 from gitguard.store import Store
@@ -46,15 +47,76 @@ class LedgerState:
     def in_order(self) -> list[ToolLedgerEntry]:
         return [self.entries[c] for c in self.order]
 
+    def copy(self) -> LedgerState:
+        """Containers copied, entries shared (they are frozen models)."""
+        return LedgerState(dict(self.entries), list(self.order), dict(self.first_seq),
+                           list(self.actions), self.last_seq, self.torn)
+
+
+# The state this process last folded per ledger, and how far into the file it reaches:
+# the next read decodes only what was appended since (see gitguard.tailcache).
+_FOLDED: dict[Path, tuple[tailcache.Mark, LedgerState]] = {}
+_FOLDED_MAX = 8
+
+
+def forget() -> None:
+    """Drop the in-process fold (the next read is a full one, as in a fresh process)."""
+    _FOLDED.clear()
+
 
 def read(store: Store) -> LedgerState:
-    folded = ledger_fold.fold(store.ledger_path)
+    path = store.ledger_path
+    cached = _FOLDED.pop(path, None)
+    if cached is not None:
+        tail = tailcache.read_after(path, cached[0])
+        if tail is not None and _apply_tail(cached[1], tail.data):
+            cached[1].torn = tail.torn
+            _FOLDED[path] = (tail.mark, cached[1])
+            return cached[1].copy()
+    return read_full(store)
+
+
+def read_full(store: Store) -> LedgerState:
+    """Fold the whole ledger (through the on-disk fold cache) and remember the result."""
+    path = store.ledger_path
+    raw, st = tailcache.read_full(path)
+    folded = ledger_fold.fold(path, raw) if st is not None else ledger_fold.Fold()
     state = LedgerState(order=folded.order, first_seq=folded.first_seq,
                         last_seq=folded.last_seq, torn=folded.torn,
                         actions=[LedgerEvent.model_validate(r) for r in folded.actions])
     # Validating only the newest state of each call keeps a long ledger cheap to fold.
     state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in folded.latest.items()}
+    if st is not None:
+        while len(_FOLDED) >= _FOLDED_MAX:
+            del _FOLDED[next(iter(_FOLDED))]
+        _FOLDED[path] = (tailcache.mark_of(raw, st), state.copy())
     return state
+
+
+def _apply_tail(state: LedgerState, data: bytes) -> bool:
+    """Fold appended lines into `state` as ledger_fold.fold would. False (state untouched)
+    when a line does not decode: the full read then reports it with its line number."""
+    decoded = [durable.decode_line(line, ledger_fold.loads) for line in data.split(b"\n")[:-1]]
+    records = [r for r in decoded if r is not None]
+    if len(records) != len(decoded):
+        return False
+    latest: dict[str, dict[str, Any]] = {}
+    actions: list[LedgerEvent] = []
+    for record in records:
+        seq = int(record.get("seq", 0))
+        state.last_seq = max(state.last_seq, seq)
+        entry = record.get("entry")
+        if entry is not None:
+            call_id = entry["callId"]
+            if call_id not in state.entries and call_id not in latest:
+                state.order.append(call_id)
+                state.first_seq[call_id] = seq
+            latest[call_id] = entry
+        elif record.get("action") is not None:
+            actions.append(LedgerEvent.model_validate(record))
+    state.entries.update({c: ToolLedgerEntry.model_validate(e) for c, e in latest.items()})
+    state.actions.extend(actions)
+    return True
 
 
 def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: str) -> None:

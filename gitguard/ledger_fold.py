@@ -49,7 +49,7 @@ class _Positions:
     offset: int = 0       # bytes of the ledger these positions cover
 
 
-def _loads(data: bytes) -> Any:
+def loads(data: bytes) -> Any:
     """pydantic-core's parser is about twice as fast as json's on ledger lines; it refuses
     the lone surrogates that stand for non-UTF-8 path bytes, which json keeps."""
     try:
@@ -62,14 +62,16 @@ def cache_path(ledger_path: Path) -> Path:
     return ledger_path.with_name("ledger.fold.json")
 
 
-def fold(ledger_path: Path) -> Fold:
-    try:
-        raw = ledger_path.read_bytes()
-    except FileNotFoundError:
-        return Fold()
-    except OSError as exc:
-        raise StoreError(f"cannot read {ledger_path}: {exc.strerror}",
-                         "check the permissions of the gitguard store") from exc
+def fold(ledger_path: Path, raw: bytes | None = None) -> Fold:
+    """Fold the ledger (`raw`: its bytes, when the caller has read them already)."""
+    if raw is None:
+        try:
+            raw = ledger_path.read_bytes()
+        except FileNotFoundError:
+            return Fold()
+        except OSError as exc:
+            raise StoreError(f"cannot read {ledger_path}: {exc.strerror}",
+                             "check the permissions of the gitguard store") from exc
     end = raw.rfind(b"\n") + 1
     cache = cache_path(ledger_path)
     pos = _load(cache, raw, end) or _Positions()
@@ -79,7 +81,7 @@ def fold(ledger_path: Path) -> Fold:
     offset = pos.offset
     while offset < end:
         stop = raw.index(b"\n", offset)
-        record = durable.decode_line(raw[offset:stop], _loads)
+        record = durable.decode_line(raw[offset:stop], loads)
         pos.lines += 1
         if record is None:
             raise CorruptRecord(
@@ -133,7 +135,7 @@ def _records_at(raw: bytes, spans: list[Span], ledger_path: Path) -> list[dict[s
             raise CorruptRecord(f"{ledger_path.name} byte {start} is corrupt: checksum mismatch",
                                 "run `gitguard verify`")
         payloads.append(data)
-    records = _loads(b"[" + b",".join(payloads) + b"]")
+    records = loads(b"[" + b",".join(payloads) + b"]")
     if not all(isinstance(r, dict) for r in records):
         raise CorruptRecord(f"{ledger_path.name} holds a record that is not an object",
                             "run `gitguard verify`")
@@ -143,7 +145,7 @@ def _records_at(raw: bytes, spans: list[Span], ledger_path: Path) -> list[dict[s
 def _load(cache: Path, raw: bytes, end: int) -> _Positions | None:
     """The cached positions, if they describe a prefix of exactly these bytes."""
     try:
-        record = durable.decode_line(cache.read_bytes().rstrip(b"\n"), _loads)
+        record = durable.decode_line(cache.read_bytes().rstrip(b"\n"), loads)
     except OSError:
         return None
     if record is None or record.get("foldVersion") != FOLD_VERSION:
