@@ -231,9 +231,55 @@ def _entries(tree: pygit2.Tree | None) -> dict[bytes, tuple[int, pygit2.Oid]]:
 
 def tree_with(repo: pygit2.Repository, base: str,
               changes: Mapping[str, FileState | None]) -> str:
-    """`base` with each changed path set to its state (None removes it); empty trees vanish."""
+    """`base` with each changed path set to its state (None removes it); empty trees vanish.
+
+    A change that `base` already holds is dropped first: rebuilding the directories above a
+    path costs a tree write per level, and a rollback's safety tree usually equals the latest
+    snapshot's (the agent's post checkpoint), so then nothing is written at all.
+    """
+    tree = parse_tree(repo, base)
+    # A change above or below another one is kept: together they act differently (a file
+    # set at a directory's name wins over changes below it).
+    above = {q for p in changes for q in _parents(p)}
+    needed = {p: s for p, s in changes.items()
+              if p in above or any(q in changes for q in _parents(p)) or not _holds(tree, p, s)}
+    if not needed:
+        return base
+    return _tree_with(repo, tree, needed)
+
+
+def _parents(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def _holds(tree: pygit2.Tree, rel: str, state: FileState | None) -> bool:
+    """Whether applying `rel` -> `state` to `tree` would change nothing (False when unsure)."""
+    try:
+        entry = tree[rel]
+    except KeyError:
+        if state is not None:
+            return False
+        # Removing below a file removes that file (see _apply); below nothing it is a no-op.
+        for parent in _parents(rel):
+            try:
+                if tree[parent].filemode != TREE:
+                    return False
+            except KeyError:
+                return True
+        return True
+    except ValueError:
+        return False
+    if state is None:
+        return entry.filemode == TREE    # _apply never removes a directory for a None change
+    return entry.filemode == state.mode and str(entry.id) == state.oid
+
+
+def _tree_with(repo: pygit2.Repository, tree: pygit2.Tree,
+               changes: Mapping[str, FileState | None]) -> str:
+    """Every change applied, none skipped: the reference `tree_with` must equal (tests)."""
     split = {tuple(os.fsencode(p).split(b"/")): s for p, s in changes.items()}
-    result = _apply(repo, parse_tree(repo, base), split)
+    result = _apply(repo, tree, split)
     return str(result) if result is not None else str(_write_tree(repo, {}))
 
 
