@@ -57,13 +57,15 @@ def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
 
 def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: str,
           id_prefix: str, summary: str, tool_input: dict[str, Any], steps: Sequence[Step],
-          now: Mapping[str, FileState | None]) -> Applied:
+          now: Mapping[str, FileState | None], index: checkpoints.Index | None = None
+          ) -> Applied:
     """Safety checkpoint, started entry, writes, post checkpoint, finished entry. Under lock.
 
     `now` holds the current state of every path involved, blobs already stored, so the
-    safety checkpoint keeps what the user had there.
+    safety checkpoint keeps what the user had there. `index`: the checkpoint index as the
+    caller read it under the same lock (read here otherwise).
     """
-    index = checkpoints.read_index(g.store)
+    index = index if index is not None else checkpoints.read_index(g.store)
     latest = index.latest()
     if latest is None:
         raise GitguardError("there is no checkpoint to build the safety snapshot on",
