@@ -8,11 +8,37 @@ runtime calling the Python API.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bench.cases import CaseContext, Measurement, Skip, case, timed_once
 from bench.probes import Editor, IndexProbe
 from bench.shell import du_bytes
+
+
+@contextmanager
+def _counting(counts: dict[str, int]) -> Iterator[None]:
+    """Count processes started and fsyncs made inside: the work, whatever the load is."""
+    popen_init, fsync = subprocess.Popen.__init__, os.fsync
+
+    def counted_popen(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        counts["processes"] += 1
+        popen_init(self, *args, **kwargs)
+
+    def counted_fsync(fd: Any) -> None:
+        counts["fsyncs"] += 1
+        fsync(fd)
+
+    subprocess.Popen.__init__ = counted_popen  # type: ignore[method-assign]
+    os.fsync = counted_fsync
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+        os.fsync = fsync
 
 
 def _rollback(ctx: CaseContext, files: int) -> Measurement:
@@ -28,6 +54,7 @@ def _rollback(ctx: CaseContext, files: int) -> Measurement:
         probe = IndexProbe(ctx.repo)
         samples: list[float] = []
         grown = 0
+        counts = {"processes": 0, "fsyncs": 0}
         for run in range(ctx.runs + 1):                     # the first run warms up
             target = guard.checkpoint(kind="manual", step_id=f"before_{run}").checkpoint_id
             with guard.tool_call("write_files", {"files": files, "run": run}):
@@ -39,7 +66,11 @@ def _rollback(ctx: CaseContext, files: int) -> Measurement:
                 nonlocal result
                 result = rollback_files(guard, checkpoint_id)
 
-            ms = timed_once(once)
+            if run:
+                with _counting(counts):
+                    ms = timed_once(once)
+            else:
+                ms = timed_once(once)
             probe.check()
             if len(result.restored) != len(set(paths)) or result.conflicts:
                 raise RuntimeError(f"rolled back {len(result.restored)} of {len(set(paths))} "
@@ -48,7 +79,8 @@ def _rollback(ctx: CaseContext, files: int) -> Measurement:
                 samples.append(ms)
                 grown += du_bytes(ctx.repo / ".git") - before
         note = (f"in-process; {files} file(s) restored per sample, each with a pre_rollback "
-                "and a post checkpoint")
+                f"and a post checkpoint; per sample {counts['processes'] / ctx.runs:g} "
+                f"subprocess(es), {counts['fsyncs'] / ctx.runs:g} fsyncs")
         return Measurement(tuple(samples), grown // ctx.runs, note, probe.note())
     finally:
         guard.close()

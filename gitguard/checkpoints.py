@@ -179,11 +179,13 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
           kind: CheckpointKind, tree: TreeResult, ledger_seq: int, step_id: str | None = None,
           call_id: str | None = None, run_state: dict[str, Any] | None = None,
           message_refs: Sequence[str] | None = None,
-          transcript_path: str | None = None) -> Checkpoint:
+          transcript_path: str | None = None,
+          dirty: tuple[list[str], int] | None = None) -> Checkpoint:
     """Commit the snapshot, write the checkpoint file, then index it. Under the store lock.
 
     Without new run state or messages a checkpoint carries over the session's last ones.
     New run state is redacted; run state is sealed on disk when encryption is on.
+    `dirty`: the caller already knows `snap.dirty_against_head(tree)` (rollback derives it).
     """
     started = time.perf_counter()
     previous_row = index.latest(session_id)
@@ -206,11 +208,11 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
                                                  "step": step_id, "call": call_id,
                                                  "skipped": list(tree.skipped)})
     head, branch = snap.head_info()
-    dirty, dirty_count = snap.dirty_against_head(tree.tree)
+    dirty_paths, dirty_count = dirty if dirty is not None else snap.dirty_against_head(tree.tree)
     checkpoint = Checkpoint(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,
-        branch=branch, dirty=tuple(dirty), dirty_count=dirty_count, skipped=tree.skipped,
+        branch=branch, dirty=tuple(dirty_paths), dirty_count=dirty_count, skipped=tree.skipped,
         ledger_seq=ledger_seq, run_state=run_state, message_refs=tuple(message_refs or ()),
         transcript_path=transcript_path,
     )

@@ -65,9 +65,9 @@ def git_mode(st_mode: int) -> int:
 def blocking_parent(root: Path, rel: str) -> str | None:
     """The first parent of `rel` that exists and is not a real directory (a symlink or a file)."""
     parts = rel.split("/")[:-1]
-    current = root
+    current = os.fspath(root)      # strings, not Path: this runs for every path, every level
     for index, part in enumerate(parts):
-        current = current / part
+        current = os.path.join(current, part)
         try:
             info = os.lstat(current)
         except FileNotFoundError:
@@ -82,7 +82,7 @@ def observe(repo: pygit2.Repository, root: Path, rel: str, store_blobs: bool) ->
     blocker = blocking_parent(root, rel)
     if blocker is not None:
         return Observed(rel, "beyond", None, blocker)
-    full = root / rel
+    full = os.path.join(root, rel)
     try:
         info = os.lstat(full)
     except FileNotFoundError:
@@ -97,11 +97,11 @@ def observe(repo: pygit2.Repository, root: Path, rel: str, store_blobs: bool) ->
         return Observed(rel, "link", FileState(str(oid), LINK))
     if not stat.S_ISREG(info.st_mode):
         return Observed(rel, "special", None)
-    oid = pygit2.hashfile(str(full))
+    oid = pygit2.hashfile(full)
     if store_blobs and oid not in repo:
         # Usually the content is what a snapshot already stored; only new bytes are written.
         # What gets stored is what we report, even if the file changed since the hash.
-        oid = repo.create_blob_fromdisk(str(full))
+        oid = repo.create_blob_fromdisk(full)
     return Observed(rel, "file", FileState(str(oid), git_mode(info.st_mode)))
 
 
@@ -109,7 +109,7 @@ def current_state(root: Path, rel: str) -> FileState | None | Literal["other"]:
     """The state now, hashed without storing: the last check before a write."""
     if blocking_parent(root, rel) is not None:
         return None
-    full = root / rel
+    full = os.path.join(root, rel)
     try:
         info = os.lstat(full)
     except FileNotFoundError:
@@ -120,7 +120,7 @@ def current_state(root: Path, rel: str) -> FileState | None | Literal["other"]:
         return FileState(str(pygit2.hash(os.readlink(os.fsencode(full)))), LINK)
     if not stat.S_ISREG(info.st_mode):
         return "other"
-    return FileState(str(pygit2.hashfile(str(full))), git_mode(info.st_mode))
+    return FileState(str(pygit2.hashfile(full)), git_mode(info.st_mode))
 
 
 def files_under(root: Path, rel: str) -> list[str]:
@@ -136,9 +136,9 @@ def files_under(root: Path, rel: str) -> list[str]:
 # writes ----------------------------------------------------------------------------------
 
 def _make_parents(root: Path, rel: str) -> None:
-    parent = root
+    parent = os.fspath(root)
     for part in rel.split("/")[:-1]:
-        parent = parent / part
+        parent = os.path.join(parent, part)
         try:
             info = os.lstat(parent)
         except FileNotFoundError:
@@ -163,7 +163,7 @@ def _permissions(existing: os.stat_result | None, mode: int) -> int:
 def write_state(root: Path, rel: str, state: FileState, data: bytes) -> None:
     """Put `data` at `rel` as a file or a symlink; an empty directory in the way is removed."""
     _make_parents(root, rel)
-    full = root / rel
+    full = os.path.join(root, rel)
     try:
         existing: os.stat_result | None = os.lstat(full)
     except FileNotFoundError:
@@ -171,7 +171,8 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes) -> None:
     if existing is not None and stat.S_ISDIR(existing.st_mode):
         os.rmdir(full)   # the plan checked it is empty; rmdir refuses otherwise
         existing = None
-    tmp = full.with_name(f".{full.name}.gitguard-{secrets.token_hex(4)}.tmp")
+    head, name = os.path.split(full)
+    tmp = os.path.join(head, f".{name}.gitguard-{secrets.token_hex(4)}.tmp")
     try:
         if state.mode == LINK:
             os.symlink(data, os.fsencode(tmp))
@@ -231,9 +232,55 @@ def _entries(tree: pygit2.Tree | None) -> dict[bytes, tuple[int, pygit2.Oid]]:
 
 def tree_with(repo: pygit2.Repository, base: str,
               changes: Mapping[str, FileState | None]) -> str:
-    """`base` with each changed path set to its state (None removes it); empty trees vanish."""
+    """`base` with each changed path set to its state (None removes it); empty trees vanish.
+
+    A change that `base` already holds is dropped first: rebuilding the directories above a
+    path costs a tree write per level, and a rollback's safety tree usually equals the latest
+    snapshot's (the agent's post checkpoint), so then nothing is written at all.
+    """
+    tree = parse_tree(repo, base)
+    # A change above or below another one is kept: together they act differently (a file
+    # set at a directory's name wins over changes below it).
+    above = {q for p in changes for q in _parents(p)}
+    needed = {p: s for p, s in changes.items()
+              if p in above or any(q in changes for q in _parents(p)) or not _holds(tree, p, s)}
+    if not needed:
+        return base
+    return _tree_with(repo, tree, needed)
+
+
+def _parents(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def _holds(tree: pygit2.Tree, rel: str, state: FileState | None) -> bool:
+    """Whether applying `rel` -> `state` to `tree` would change nothing (False when unsure)."""
+    try:
+        entry = tree[rel]
+    except KeyError:
+        if state is not None:
+            return False
+        # Removing below a file removes that file (see _apply); below nothing it is a no-op.
+        for parent in _parents(rel):
+            try:
+                if tree[parent].filemode != TREE:
+                    return False
+            except KeyError:
+                return True
+        return True
+    except ValueError:
+        return False
+    if state is None:
+        return entry.filemode == TREE    # _apply never removes a directory for a None change
+    return entry.filemode == state.mode and str(entry.id) == state.oid
+
+
+def _tree_with(repo: pygit2.Repository, tree: pygit2.Tree,
+               changes: Mapping[str, FileState | None]) -> str:
+    """Every change applied, none skipped: the reference `tree_with` must equal (tests)."""
     split = {tuple(os.fsencode(p).split(b"/")): s for p, s in changes.items()}
-    result = _apply(repo, parse_tree(repo, base), split)
+    result = _apply(repo, tree, split)
     return str(result) if result is not None else str(_write_tree(repo, {}))
 
 

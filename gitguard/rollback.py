@@ -179,9 +179,10 @@ class Facts:
     items: dict[str, PathHistory]
 
 
-def gather(g: Guard, target: Checkpoint, store_blobs: bool) -> Facts:
+def gather(g: Guard, target: Checkpoint, store_blobs: bool,
+           index: checkpoints.Index | None = None) -> Facts:
     """Candidates, their checks, their states now and their histories. Under the store lock."""
-    index = checkpoints.read_index(g.store)
+    index = index if index is not None else checkpoints.read_index(g.store)
     state = ledger.read(g.store)
     line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
                           lambda entry: planned_targets(g, entry))
@@ -223,8 +224,9 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
     # A running daemon records what it saw first and leaves our own writes unattributed;
     # it takes the store lock for that, so this comes before ours.
     with remote.restoring(g, dry_run), g.store.writing():
-        target = checkpoints.load(g.store, checkpoints.read_index(g.store).find(checkpoint_id))
-        facts = gather(g, target, store_blobs=not dry_run)
+        index = checkpoints.read_index(g.store)     # once: gather and apply share it
+        target = checkpoints.load(g.store, index.find(checkpoint_id))
+        facts = gather(g, target, store_blobs=not dry_run, index=index)
         plan = make_plan(g, target, facts)
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
@@ -234,7 +236,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
             g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
             id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
             tool_input={"to": checkpoint_id}, steps=plan.steps,
-            now={p: o.state for p, o in facts.observed.items()})
+            now={p: o.state for p, o in facts.observed.items()}, index=index)
         for step, found in result.applied.raced:
             actual = found if isinstance(found, FileState) else None
             result.conflicts.append(conflict_for(

@@ -1,0 +1,139 @@
+"""The shortcuts rollback takes at scale compute exactly what the plain way computes.
+
+`fileops.tree_with` skips changes the base tree already holds; the reference
+`_tree_with` applies every change. Both must give the same tree for any base and
+any set of changes, including a file taking a directory's place and back.
+`dirty_delta.derive` must give what `git diff-tree` against HEAD gives, whenever it
+answers at all.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pygit2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import git
+from gitguard import checkpoints, dirty_delta, fileops
+from gitguard.api import Guard
+from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
+from gitguard.rollback import rollback_files
+
+NAMES = ["a", "b", "a/b", "a/c", "a/b/x", "b/a", "c/d/e", "caf\udce9"]
+BLOBS = [b"", b"one\n", b"two\n"]
+
+state = st.one_of(st.none(), st.tuples(st.sampled_from(BLOBS),
+                                       st.sampled_from([REGULAR, EXECUTABLE, LINK])))
+changes = st.dictionaries(st.sampled_from(NAMES), state, max_size=6)
+
+
+def _states(repo: pygit2.Repository, raw: dict[str, tuple[bytes, int] | None]
+            ) -> dict[str, FileState | None]:
+    return {path: FileState(str(repo.create_blob(value[0])), value[1]) if value else None
+            for path, value in raw.items()}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(base_steps=st.lists(changes, max_size=3), edit=changes)
+def test_tree_with_skipping_held_changes_equals_applying_all(
+        tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
+        edit: dict[str, tuple[bytes, int] | None]) -> None:
+    repo_dir = tmp_path / "objects.git"
+    repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
+            else pygit2.init_repository(str(repo_dir), bare=True))
+    base = EMPTY_TREE
+    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    for raw in base_steps:   # bases of every shape: files, directories, files under files' names
+        base = fileops._tree_with(repo, fileops.parse_tree(repo, base), _states(repo, raw))
+    wanted = _states(repo, edit)
+    slow = fileops._tree_with(repo, fileops.parse_tree(repo, base), wanted)
+    assert fileops.tree_with(repo, base, wanted) == slow
+
+
+def _walk_dirty(guard: Guard, limit_files: int, seed: int, rounds: int) -> int:
+    """Random edits to a checkpoint's tree; each derived summary must equal git's."""
+    rng = random.Random(seed)
+    snap, repo = guard.snap, guard.snap.repo
+    base = guard.checkpoint(kind="manual", step_id="base")
+    names = ["README.md", "src/app.py", "src/new.py", "n/deep/x", "n/deep", "src", "z",
+             *(f"many/f{i:03d}" for i in range(0, limit_files, 37))]
+    blobs = [FileState(str(repo.create_blob(b"same\n")), REGULAR),
+             FileState(str(repo.create_blob(b"# project\n")), REGULAR),
+             FileState(str(repo.create_blob(b"def main():\n    return 1\n")), REGULAR),
+             FileState(str(repo.create_blob(b"def main():\n    return 1\n")), EXECUTABLE),
+             FileState(str(repo.create_blob(b"README.md")), LINK), None]
+    exact = 0
+    for step in range(rounds):
+        changed = {rng.choice(names): rng.choice(blobs) for _ in range(rng.randint(1, 4))}
+        tree = fileops.tree_with(repo, snap.tree_of(base.snapshot_commit), changed)
+        derived = dirty_delta.derive(snap, base, tree, changed)
+        truth = snap.dirty_against_head(tree)
+        if derived is not None:
+            assert derived == truth, (step, changed)
+            exact += 1
+        commit = snap.commit(tree, base.session_id, {"step": step})
+        base = base.model_copy(update={"snapshot_commit": commit, "dirty": tuple(truth[0]),
+                                       "dirty_count": truth[1]})
+    return exact
+
+
+def test_derived_dirty_summary_equals_git_diff_tree(repo: Path) -> None:
+    guard = Guard.init(repo)
+    try:
+        assert _walk_dirty(guard, 0, seed=1, rounds=40) >= 10   # the rest: HEAD-tree swaps
+    finally:
+        guard.close()
+
+
+def test_derived_dirty_summary_past_the_list_limit_equals_git(repo: Path) -> None:
+    many = repo / "many"
+    many.mkdir()
+    for i in range(dirty_delta.LIMIT + 40):       # untracked: dirty against HEAD
+        (many / f"f{i:03d}").write_text(f"{i}\n")
+    guard = Guard.init(repo)
+    try:
+        assert _walk_dirty(guard, dirty_delta.LIMIT + 40, seed=2, rounds=40) > 10
+    finally:
+        guard.close()
+
+
+def test_derived_dirty_summary_gives_up_when_head_moved(repo: Path) -> None:
+    guard = Guard.init(repo)
+    try:
+        base = guard.checkpoint(kind="manual", step_id="base")
+        (repo / "README.md").write_text("# moved\n")
+        git(repo, "commit", "-qam", "move HEAD")
+        tree = guard.snap.tree_of(base.snapshot_commit)
+        assert dirty_delta.derive(guard.snap, base, tree, []) is None
+    finally:
+        guard.close()
+
+
+def test_rollback_patch_without_pathspec_equals_the_one_limited_to_written_paths(
+        repo: Path) -> None:
+    """The safety and post trees differ only where the rollback wrote, so the patch between
+    them is the same with or without the written paths as pathspecs."""
+    guard = Guard.init(repo)
+    try:
+        target = guard.checkpoint(kind="manual", step_id="s0").checkpoint_id
+        with guard.tool_call("write", {}):
+            (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
+            (repo / "src" / "deep").mkdir()
+            (repo / "src" / "deep" / "new.bin").write_bytes(b"\x00\xff")
+            (repo / "README.md").unlink()
+        (repo / "user.txt").write_text("the user's, not rolled back\n")
+        result = rollback_files(guard, target)
+        assert result.applied is not None and len(result.applied.done) == 3
+        entry = result.applied.entry
+        rows = checkpoints.read_index(guard.store)
+        pre = guard.snap.tree_of(rows.find(entry.pre_checkpoint_id or "").snapshot_commit)
+        post = guard.snap.tree_of(rows.find(entry.post_checkpoint_id or "").snapshot_commit)
+        limited = guard.snap.patch(pre, post, [s.path for s in result.applied.done])
+        assert guard.store.read_artifact(entry.file_patches[0].patch_ref) == limited
+        assert b"src/deep/new.bin" in limited and b"README.md" in limited
+    finally:
+        guard.close()
