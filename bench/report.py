@@ -160,11 +160,37 @@ def verdict(rows: list[Row]) -> list[str]:
                 if first.bytes_added is not None and shadow_first.bytes_added:
                     text += f", {first.bytes_added / shadow_first.bytes_added:.3g}x the bytes"
             lines.append(text + f" (target {first.target})")
+        done = (GG_PER_CALL, GG_CLI_PER_CALL, GG_DAEMON_CALL, GG_FIRST)
+        for r in rows:
+            if r.size != size or r.case in done or r.status != "ok" or r.median_ms is None:
+                continue
+            limit = time_limit_ms(r.target)
+            if limit is not None:
+                met = "met" if r.median_ms < limit or (
+                    r.median_ms == limit and r.target.startswith("<=")) else "MISSED"
+                lines.append(f"[{size}] {r.case}: {fmt_time(r.median_ms)} "
+                             f"(target {r.target}: {met})")
         if not any(line.startswith(f"[{size}]") for line in lines):
             missing = [r for r in rows if r.size == size and r.group == "gitguard"]
             why = missing[0].note if missing else "no gitguard rows selected"
             lines.append(f"[{size}] no gitguard measurement: {why}")
     return lines
+
+
+_UNITS_MS = {"ms": 1.0, "s": 1000.0}
+
+
+def time_limit_ms(target: str | None) -> float | None:
+    """The time bound a target starts with ("< 100 ms", "<= 25 ms, ..."), in ms; else None."""
+    words = (target or "").replace(",", " ").split()
+    if len(words) < 3 or words[0] not in ("<", "<="):
+        return None
+    try:
+        value = float(words[1])
+    except ValueError:
+        return None
+    unit = _UNITS_MS.get(words[2])
+    return value * unit if unit is not None else None
 
 
 def write_json(path: Path, meta: dict[str, Any], rows: list[Row], lines: list[str]) -> None:
