@@ -147,3 +147,38 @@ def test_a_file_checkout_during_an_open_call_takes_only_what_git_wrote(repo: Pat
         ("checkout-files", ["README.md"], "user")
     finished = guard.end_call(call.call_id, "succeeded")
     assert [p.path for p in finished.file_patches] == ["src/app.py"]
+
+
+def test_staged_blobs_equal_what_pygit2_reads_from_the_index(repo: Path) -> None:
+    """The hook asks git ls-files about a few paths instead of parsing the whole index."""
+    import contextlib
+    import os
+    import subprocess
+
+    import pygit2
+
+    from gitguard.integrations.git_hooks import staged_blobs
+    from gitguard.workspace import discover
+
+    names = ["src/app.py", "README.md", "new staged.txt", "caf\udce9.txt", "-dash", "[glob]*"]
+    for name in names[2:]:
+        (repo / os.fsencode(name).decode("utf-8", "surrogateescape")).write_bytes(b"x\n")
+        subprocess.run(["git", "add", "--", os.fsencode(name)], cwd=repo, check=True)
+    (repo / "src" / "app.py").write_text("changed, not staged\n")
+    # a conflict: stages 1-3 only; pygit2 said `in` and then raised KeyError (the old code
+    # failed the hook there); neither is a blob git wrote at stage 0
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"c\n").strip()
+    git(repo, "update-index", "--index-info",
+        input="".join(f"100644 {blob} {n}\tconflicted.txt\n" for n in (1, 2, 3)).encode())
+    before = (repo / ".git" / "index").read_bytes()
+    ws = discover(repo)
+    assert ws.user_index is not None
+    asked = [*names, "missing.txt", "conflicted.txt"]
+    fast = staged_blobs(ws.root, ws.git_dir, ws.user_index, asked)
+    index = pygit2.Index(str(ws.user_index))
+    slow = {}
+    for p in asked:
+        with contextlib.suppress(KeyError):
+            slow[p] = str(index[p].id)
+    assert fast == slow and set(fast) == set(names)
+    assert (repo / ".git" / "index").read_bytes() == before
