@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, durable, ledger, packing, sessions, tools, trace
+from gitguard import checkpoints, clock, durable, ledger, packing, patchtext, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
@@ -180,8 +180,7 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]
     if not changes:
         return (), 0
-    paths = [c.path for c in changes] if users else None
-    patch = g.snap.patch(pre_tree, post_tree, paths)
+    patch = patchtext.render(g.snap.repo, changes)     # in-process: no git diff-tree -p
     patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch)
     created = clock.stamp()
     return tuple(

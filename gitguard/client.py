@@ -12,15 +12,24 @@ daemon answers with one JSON object and closes:
     -> {"fallback": true, "reason": "..."}      the caller does the work itself
 
 Byte-exact output travels as text with surrogate escapes (JSON escapes them).
+
+JSON goes through the C accelerator `_json` directly: the `json` package imports
+`re`, `enum` and `collections` (12-15 ms per process start, more than the rest of
+this path together); `dumps` and `loads` give what `json.dumps(ensure_ascii=True)`
+and `json.loads` give (a test compares them).
 """
 
 from __future__ import annotations
 
 import _socket  # not `socket`: that module pulls in selectors and enum, ~3 ms per call
 import errno
-import json
 import os
 import struct
+
+try:
+    import _json
+except ImportError:     # an interpreter without the accelerator: the slow, same result
+    _json = None  # type: ignore[assignment]
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: `typing` costs milliseconds to import
 if TYPE_CHECKING:
@@ -106,7 +115,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
             raise Unreachable("the daemon socket belongs to another user")
         if peer_pid == os.getpid():
             raise Unreachable("this process is the daemon")
-        payload = json.dumps({"op": op, "args": dict(args or {})}, ensure_ascii=True).encode()
+        payload = dumps({"op": op, "args": dict(args or {})}).encode()
         try:
             sock.sendall(payload)
             sock.shutdown(_socket.SHUT_WR)
@@ -131,7 +140,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
     if not chunks:
         raise Broken("the daemon closed the connection without an answer")
     try:
-        answer = json.loads(b"".join(chunks))
+        answer = loads(b"".join(chunks).decode("utf-8"))
     except ValueError:
         raise Broken("the daemon's answer is not JSON") from None
     if not isinstance(answer, dict):
@@ -144,9 +153,9 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
 def cli_args(argv: list[str], cwd: str, stdin: bytes | None) -> dict[str, Any]:
     encoded = None
     if stdin is not None:
-        import base64
+        import binascii  # not base64: it imports re
 
-        encoded = base64.b64encode(stdin).decode()
+        encoded = binascii.b2a_base64(stdin, newline=False).decode()
     return {"argv": argv, "cwd": cwd, "env": dict(os.environ), "stdin": encoded}
 
 
@@ -169,3 +178,55 @@ def pid_of(store: str) -> int | None:
             return int(fh.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _no_default(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _constant(name: str) -> float:
+    return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
+
+
+class _Context:
+    """What `_json.make_scanner` reads from a `json.JSONDecoder`: json.loads' defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_constant)
+    memo: dict[str, str] = {}
+
+
+_WHITESPACE = " \t\n\r"
+_encode = (None if _json is None else
+           _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ": ",
+                              ", ", False, False, True))
+_scan = None if _json is None else _json.make_scanner(_Context())  # type: ignore[arg-type]
+
+
+def dumps(value: object) -> str:
+    """`json.dumps(value, ensure_ascii=True)`."""
+    if _encode is None:
+        import json
+
+        return json.dumps(value, ensure_ascii=True)
+    return "".join(_encode(value, 0))
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)` for a str; ValueError when it is not one JSON value."""
+    if _scan is None:
+        import json
+
+        return json.loads(text)
+    start = len(text) - len(text.lstrip(_WHITESPACE))
+    try:
+        value, end = _scan(text, start)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip(_WHITESPACE):
+        raise ValueError("extra data after the JSON value")
+    return value

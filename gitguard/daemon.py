@@ -34,7 +34,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import calls, ledger, packing
+from gitguard import calls, client, ledger, packing
 from gitguard.api import Guard
 from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
@@ -111,6 +111,7 @@ class Daemon:
         self.last_pack_check = 0.0
         self.calls_since_pack = 0
         self.backoff_until = 0.0
+        self._mine_memo: dict[str, tuple[tuple[str, str] | None, bool]] = {}
 
     # --- life -------------------------------------------------------------------------
     def start(self, serve_socket: bool = True) -> None:
@@ -272,10 +273,21 @@ class Daemon:
         return {"agreed": agreed, "tree": self.engine.tree.tree if self.engine.tree else None}
 
     def _mine(self, cwd: str) -> bool:
+        """Whether `discover` finds this daemon's store from cwd. Remembered per directory
+        while the client's own look-up (a few stats, no repository opened) gives the same
+        answer: a repository created or removed in between changes that answer."""
+        key = client.find_store(cwd)
+        known = self._mine_memo.get(cwd)
+        if known is not None and known[0] == key:
+            return known[1]
         try:
-            return discover(Path(cwd)).store_dir == self.ws.store_dir
+            mine = discover(Path(cwd)).store_dir == self.ws.store_dir
         except GitguardError:
-            return False
+            mine = False
+        if len(self._mine_memo) > 1000:
+            self._mine_memo.clear()
+        self._mine_memo[cwd] = (key, mine)
+        return mine
 
     def run_cli(self, args: dict[str, Any]) -> dict[str, Any]:
         """The click command line, in-process, with the client's cwd, env and stdin."""
@@ -292,7 +304,7 @@ class Daemon:
                 "stderr": err.getvalue().decode("utf-8", "surrogateescape")}
 
     def _open_guard(self, path: str) -> Guard:
-        if discover(Path(path)).store_dir == self.ws.store_dir:
+        if self._mine(path):
             return self.guard
         return Guard.open(path)
 

@@ -88,6 +88,7 @@ def autostart(root: str, store: str) -> None:
     turned off (`GITGUARD_NO_DAEMON=1`, `[daemon] autostart = false`)."""
     if not os.path.isfile(os.path.join(store, "store.json")):
         return      # not initialised: `gitguard init` decides
+    with_site_packages()
     from pathlib import Path
 
     from gitguard import settings
@@ -102,6 +103,20 @@ def autostart(root: str, store: str) -> None:
     subprocess.Popen([sys.executable, "-m", "gitguard", "-C", root, "daemon", "start"],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
+def with_site_packages() -> None:
+    """Started without `site` (-S, by `gitguard.hookmain`): do now what the interpreter
+    skipped, before anything beyond the standard library is imported."""
+    global _site_done
+    if sys.flags.no_site and not _site_done:
+        import site
+
+        site.main()
+        _site_done = True
+
+
+_site_done = False
 
 
 def _replay_stdin(data: bytes) -> None:

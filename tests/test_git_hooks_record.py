@@ -166,3 +166,38 @@ def test_the_baselines_journal_is_repaired_and_verified_like_the_others(repo: Pa
     journal.write_bytes(good[0].replace(b"checkout", b"chekcout") + b"".join(good[1:]))
     bad = gg(repo, "verify", check=False)
     assert bad.returncode != 0 and "baselines.jsonl" in bad.stdout + bad.stderr
+
+
+def test_staged_blobs_equal_what_pygit2_reads_from_the_index(repo: Path) -> None:
+    """The hook asks git ls-files about a few paths instead of parsing the whole index."""
+    import contextlib
+    import os
+    import subprocess
+
+    import pygit2
+
+    from gitguard.integrations.git_hooks import staged_blobs
+    from gitguard.workspace import discover
+
+    names = ["src/app.py", "README.md", "new staged.txt", "caf\udce9.txt", "-dash", "[glob]*"]
+    for name in names[2:]:
+        (repo / os.fsencode(name).decode("utf-8", "surrogateescape")).write_bytes(b"x\n")
+        subprocess.run(["git", "add", "--", os.fsencode(name)], cwd=repo, check=True)
+    (repo / "src" / "app.py").write_text("changed, not staged\n")
+    # a conflict: stages 1-3 only; pygit2 said `in` and then raised KeyError (the old code
+    # failed the hook there); neither is a blob git wrote at stage 0
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"c\n").strip()
+    git(repo, "update-index", "--index-info",
+        input="".join(f"100644 {blob} {n}\tconflicted.txt\n" for n in (1, 2, 3)).encode())
+    before = (repo / ".git" / "index").read_bytes()
+    ws = discover(repo)
+    assert ws.user_index is not None
+    asked = [*names, "missing.txt", "conflicted.txt"]
+    fast = staged_blobs(ws.root, ws.git_dir, ws.user_index, asked)
+    index = pygit2.Index(str(ws.user_index))
+    slow = {}
+    for p in asked:
+        with contextlib.suppress(KeyError):
+            slow[p] = str(index[p].id)
+    assert fast == slow and set(fast) == set(names)
+    assert (repo / ".git" / "index").read_bytes() == before

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
 from gitguard import attribution, checkpoints, clock, ledger, trace
 from gitguard.errors import EXIT_REFUSED
+from gitguard.gitcmd import run_git
 from gitguard.integrations import baselines
 from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.models import Confidence, ToolLedgerEntry
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 HOOKS = ("post-checkout", "post-merge", "post-rewrite", "post-commit", "pre-push")
 HIDDEN_PREFIX = "refs/gitguard/"
+_PATHSPECS_PER_RUN = 500     # one ls-files per so many paths keeps argv well under ARG_MAX
 
 
 def handle(guard: Guard, name: str, args: list[str], stdin: bytes,
@@ -146,12 +149,31 @@ def _written_by_git(guard: Guard, base: str, tree: str) -> list[str]:
     index_file = guard.ws.user_index
     if index_file is None or not index_file.is_file():
         return []
-    staged = pygit2.Index(str(index_file))  # read only: the user's index is never written
-    found = []
-    for change in guard.snap.diff(base, tree):
-        blob = str(staged[change.path].id) if change.path in staged else None
-        if blob == change.new_oid:
-            found.append(change.path)
+    changes = guard.snap.diff(base, tree)
+    staged = staged_blobs(guard.ws.root, guard.ws.git_dir, index_file,
+                          [c.path for c in changes])
+    return [c.path for c in changes if staged.get(c.path) == c.new_oid]
+
+
+def staged_blobs(root: Path, git_dir: Path, index_file: Path, paths: list[str]
+                 ) -> dict[str, str]:
+    """path -> blob id at stage 0 of the user's index, for these paths only.
+
+    `git ls-files` (read only: it never writes the index) rather than pygit2.Index, which
+    parses every entry in Python-visible form: ~40 ms and more on a 100k-file index, for
+    the handful of paths a checkout hook asks about.
+    """
+    found: dict[str, str] = {}
+    for start in range(0, len(paths), _PATHSPECS_PER_RUN):
+        chunk = paths[start:start + _PATHSPECS_PER_RUN]
+        out = run_git(["ls-files", "--stage", "-z", "--", *(":(literal)" + p for p in chunk)],
+                      git_dir=git_dir, work_tree=root,
+                      env={"GIT_INDEX_FILE": str(index_file)}).stdout
+        for record in filter(None, out.split(b"\0")):
+            head, _, raw = record.partition(b"\t")
+            _mode, oid, stage = head.split(b" ")
+            if stage == b"0":
+                found[os.fsdecode(raw)] = oid.decode()
     return found
 
 

@@ -36,6 +36,7 @@ KEPT_SUFFIX = ".gitguard-legacy"
 PRE_COMMIT_LEGACY = ".legacy"  # where pre-commit keeps the hook it replaced (maybe ours)
 _PYTHON_LINE = re.compile(rb"^python=''(?=  #)", re.MULTILINE)
 _RECORDED = re.compile(rb"^python=(.*?)  #", re.MULTILINE)
+_LAUNCHER_LINE = re.compile(rb"^launcher=''(?=  #)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ def render(name: str, python: str) -> bytes:
     if count != 1:
         raise GitguardError(f"the packaged {name} shim has no interpreter line",
                             "reinstall gitguard; the package is damaged")
+    launcher = Path(__file__).resolve().parents[1] / "hookmain.py"
+    if launcher.is_file():      # not inside a zip: the shim runs it without site-packages
+        where = shlex.quote(str(launcher)).encode()
+        shim = _LAUNCHER_LINE.sub(lambda _: b"launcher=" + where, shim, count=1)
     return shim
 
 

@@ -1,0 +1,33 @@
+"""The git hook shims' entry point: `PYTHON -S -P .../gitguard/hookmain.py hook git NAME ...`.
+
+Started without `site` (-S), an interpreter skips site-packages, `.pth` files and
+sitecustomize: a few milliseconds of every hook, which only the fallback needs.
+The package's parent directory is appended to sys.path (appended: a site-packages
+directory must not shadow the standard library), the daemon is asked, and when
+none answers `site.main()` does what the interpreter skipped before the full CLI
+runs, exactly as `python -m gitguard` would. -P keeps this file's own directory
+off sys.path (gitguard's `trace` module would shadow the standard library's).
+Standard library only until the fallback, like `gitguard.entry`.
+"""
+
+import os
+import sys
+
+
+def main() -> None:
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if parent not in sys.path:
+        sys.path.append(parent)
+    from gitguard import entry
+
+    code = entry.try_daemon(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    entry.with_site_packages()
+    from gitguard.cli import main as cli_main
+
+    cli_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The in-process patch text: `git apply` takes it both ways and lands on the exact trees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+
+from gitguard.patchtext import render
+from gitguard.treediff import diff_trees
+
+Files = dict[bytes, tuple[int, bytes]]      # path -> (mode, content); 160000: a gitlink id
+
+
+def _git(repo: Path, *args: str, data: bytes | None = None,
+         env: dict[str, str] | None = None) -> bytes:
+    return subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True,
+                          check=True, env={**os.environ, **(env or {})}).stdout
+
+
+def _tree(repo: Path, files: Files) -> str:
+    """The tree of these files, through a private index (update-index takes raw names)."""
+    env = {"GIT_INDEX_FILE": str(repo / ".git" / "scratch-index")}
+    (repo / ".git" / "scratch-index").unlink(missing_ok=True)
+    lines = []
+    for path, (mode, content) in files.items():
+        oid = (content if mode == 0o160000 else
+               _git(repo, "hash-object", "-w", "--stdin", data=content).strip())
+        lines.append(b"%o %s\t%s\0" % (mode, oid, path))
+    _git(repo, "update-index", "-z", "--index-info", data=b"".join(lines), env=env)
+    return _git(repo, "write-tree", env=env).decode().strip()
+
+
+def _applied(repo: Path, start: str, patch: bytes, reverse: bool) -> str:
+    """The tree `git apply --cached` makes of `start` with the patch (forwards or back)."""
+    env = {"GIT_INDEX_FILE": str(repo / ".git" / "apply-index")}
+    _git(repo, "read-tree", start, env=env)
+    _git(repo, "apply", "--cached", *(["-R"] if reverse else []), data=patch, env=env)
+    return _git(repo, "write-tree", env=env).decode().strip()
+
+
+def _roundtrip(tmp_path: Path, before: Files, after: Files) -> bytes:
+    repo = tmp_path / "r"
+    if not repo.exists():
+        _git(tmp_path, "init", "-q", str(repo))
+    pre, post = _tree(repo, before), _tree(repo, after)
+    git_repo = pygit2.Repository(str(repo))
+    patch = render(git_repo, diff_trees(git_repo, pre, post))
+    assert _applied(repo, post, patch, reverse=True) == pre
+    assert _applied(repo, pre, patch, reverse=False) == post
+    return patch
+
+
+SUB_1, SUB_2 = b"1" * 40, b"2" * 40
+BEFORE: Files = {
+    b"edit.txt": (0o100644, b"".join(b"line %d\n" % i for i in range(40))),
+    b"chmod.sh": (0o100644, b"#!/bin/sh\necho hi\n"),
+    b"chmod_and_edit.sh": (0o100644, b"echo 1\n"),
+    b"gone.txt": (0o100644, b"bye\n"),
+    b"gone_empty": (0o100644, b""),
+    b"to_link": (0o100644, b"target.txt\n"),
+    b"link_to_file": (0o120000, b"edit.txt"),
+    b"link_moves": (0o120000, b"a/b"),
+    b"img.bin": (0o100644, bytes(range(256)) * 8),
+    b"text_to_bin": (0o100644, b"was text\n"),
+    b"no_newline.txt": (0o100644, b"a\nb"),
+    b"dir/file_becomes_dir": (0o100644, b"f\n"),
+    b"caf\xc3\xa9.txt": (0o100644, b"utf-8 name\n"),
+    b"latin\xe9.txt": (0o100644, b"latin-1 name\n"),
+    b"name with space.txt": (0o100644, b"s\n"),
+    b'quote"back\\slash\ttab': (0o100644, b"odd\n"),
+    b"sub": (0o160000, SUB_1),
+    b"sub_to_file": (0o160000, SUB_1),
+}
+AFTER: Files = {
+    b"edit.txt": (0o100644, b"".join(b"line %d\n" % (i * (i != 20)) for i in range(40))
+                  + b"end\n"),
+    b"chmod.sh": (0o100755, b"#!/bin/sh\necho hi\n"),
+    b"chmod_and_edit.sh": (0o100755, b"echo 2\n"),
+    b"to_link": (0o120000, b"target.txt"),
+    b"link_to_file": (0o100644, b"now a file\n"),
+    b"link_moves": (0o120000, b"c/d"),
+    b"img.bin": (0o100644, bytes(range(255, -1, -1)) * 8),
+    b"text_to_bin": (0o100644, b"\0now binary\1"),
+    b"no_newline.txt": (0o100644, b"a\nc"),
+    b"dir/file_becomes_dir/inner.txt": (0o100644, b"inner\n"),
+    b"caf\xc3\xa9.txt": (0o100644, b"changed\n"),
+    b"latin\xe9.txt": (0o100644, b"changed too\n"),
+    b"name with space.txt": (0o100644, b"s2\n"),
+    b'quote"back\\slash\ttab': (0o100644, b"odder\n"),
+    b"new_empty": (0o100644, b""),
+    b"new\xff.bin": (0o100755, b"\0\0\0\xff"),
+    b"sub": (0o160000, SUB_2),
+    b"sub_to_file": (0o100644, b"a file now\n"),
+    b"new_sub": (0o160000, SUB_2),
+}
+
+
+def test_git_apply_reverses_and_replays_every_kind_of_change(tmp_path: Path) -> None:
+    patch = _roundtrip(tmp_path, BEFORE, AFTER)
+    assert b"GIT binary patch" in patch and b"Subproject commit" in patch
+    assert b"\nnew file mode 100755\n" in patch and b"\ndeleted file mode 120000\n" in patch
+
+
+def test_single_changes_one_at_a_time(tmp_path: Path) -> None:
+    """Each change alone (a patch of one section is what most calls store)."""
+    for path in sorted(BEFORE.keys() | AFTER.keys()):
+        after = dict(BEFORE)
+        if path in AFTER:
+            after[path] = AFTER[path]
+        else:
+            del after[path]
+        before = {p: v for p, v in BEFORE.items() if not (
+            b"/" in p and p.rsplit(b"/", 1)[0] in after)}   # a path cannot be file and dir
+        _roundtrip(tmp_path, before, after)
+
+
+def test_text_patches_are_what_git_diff_tree_prints(tmp_path: Path) -> None:
+    """For text files the bytes equal git's own output (the artifact `gitguard diff` shows)."""
+    before = {p: v for p, v in BEFORE.items() if p.endswith(b".txt") or p.endswith(b".sh")}
+    after = {p: v for p, v in AFTER.items() if p.endswith(b".txt") or p.endswith(b".sh")}
+    repo = tmp_path / "r"
+    _git(tmp_path, "init", "-q", str(repo))
+    pre, post = _tree(repo, before), _tree(repo, after)
+    git_repo = pygit2.Repository(str(repo))
+    mine = render(git_repo, diff_trees(git_repo, pre, post))
+    theirs = _git(repo, "-c", "core.quotePath=true", "diff-tree", "-p", "--binary",
+                  "--full-index", "--no-renames", "--no-color", pre, post)
+    assert mine == theirs
