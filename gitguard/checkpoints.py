@@ -173,7 +173,11 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
                                                  "step": step_id, "call": call_id,
                                                  "skipped": list(tree.skipped)})
     head, branch = snap.head_info()
-    dirty, dirty_count = snap.dirty_against_head(tree.tree)
+    if previous is not None and previous.snapshot_commit == commit and previous.head == head:
+        # Same snapshot, same HEAD: the same dirty summary (a begin right after an end).
+        dirty, dirty_count = list(previous.dirty), previous.dirty_count
+    else:
+        dirty, dirty_count = snap.dirty_against_head(tree.tree)
     checkpoint = Checkpoint(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,
