@@ -177,7 +177,15 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
         # Same snapshot, same HEAD: the same dirty summary (a begin right after an end).
         dirty, dirty_count = list(previous.dirty), previous.dirty_count
     else:
-        dirty, dirty_count = snap.dirty_against_head(tree.tree)
+        known = None
+        if previous is not None and previous.head == head:
+            try:
+                before = (snap.tree_of(previous.snapshot_commit), previous.dirty,
+                          previous.dirty_count)
+                known = snap.dirty_since(before, tree, head)
+            except KeyError:        # its snapshot is gone (gc): take the slow way
+                known = None
+        dirty, dirty_count = known or snap.dirty_against_head(tree.tree)
     checkpoint = Checkpoint(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,

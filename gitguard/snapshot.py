@@ -49,6 +49,8 @@ class TreeResult:
     skipped: tuple[str, ...]
     duration_ms: float = 0.0    # scan + hashing + write-tree, for the trace
     bytes_hashed: int = 0       # size of the changed files now on disk (before compression)
+    # The tree before this scan when known: `tree` then differs from it at most at `changed`.
+    base: str | None = None
 
 
 class Snapshotter:
@@ -181,6 +183,7 @@ class Snapshotter:
         started = time.perf_counter()
         skipped: list[str] = []
         known = self._known_tree()
+        scanned = changed is None
         if changed is None:
             changed, skipped = self.scan()
         else:
@@ -209,7 +212,7 @@ class Snapshotter:
         return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
                           skipped=tuple(skipped),
                           duration_ms=(time.perf_counter() - started) * 1000,
-                          bytes_hashed=self._sizes(changed))
+                          bytes_hashed=self._sizes(changed), base=known if scanned else None)
 
     def _known_tree(self) -> str | None:
         """The tree of the stat index when it is byte for byte the one last recorded.
@@ -337,6 +340,28 @@ class Snapshotter:
         paths = [c.path for c in self.diff(base, tree)]
         return paths[:limit], len(paths)
 
+    def dirty_since(self, before: tuple[str, tuple[str, ...], int], result: TreeResult,
+                    head: str | None, limit: int = 200) -> tuple[list[str], int] | None:
+        """`dirty_against_head` without a diff: the dirty paths of a snapshot taken against
+        the same HEAD (`before`: its tree, dirty paths and count), re-checked along with the
+        paths this scan changed. None when that does not apply: the scan did not start from
+        that tree, the earlier list was cut at the limit, or a name is not UTF-8."""
+        old_tree, old_dirty, old_count = before
+        if result.base is None or result.base != old_tree or len(old_dirty) != old_count:
+            return None
+        new = self.repo.get(result.tree)
+        base = self.repo.get(self.tree_of(head)) if head else None
+        if not isinstance(new, pygit2.Tree) or not (base is None or isinstance(base, pygit2.Tree)):
+            return None
+        try:
+            dirty = [p for p in {*old_dirty, *result.changed}
+                     if _entry(base, p) != _entry(new, p)]
+        except UnicodeEncodeError:
+            return None
+        # git's diff order: trees sort as "name/", which is the bytewise order of full paths.
+        dirty.sort(key=os.fsencode)
+        return dirty[:limit], len(dirty)
+
     def store_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
 
@@ -345,6 +370,18 @@ class Snapshotter:
         if not isinstance(obj, pygit2.Blob):
             raise KeyError(oid)
         return bytes(obj.data)
+
+
+def _entry(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
+    """The file (blob, link or gitlink) at `path`, None for nothing or a directory."""
+    if tree is None:
+        return None
+    path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))
 
 
 def _index_checksum(path: Path) -> str | None:

@@ -83,8 +83,10 @@ def test_scans_after_a_mix_of_changes_equal_add_all(repo: Path, tmp_path: Path) 
         change()
         done = guard.end_call(entry.call_id, "succeeded")
         post = guard.load_checkpoint(done.post_checkpoint_id or "")
-        assert tree_of(guard, done.post_checkpoint_id) == reference_tree(repo, tmp_path,
-                                                                         post.skipped), step
+        post_tree = tree_of(guard, done.post_checkpoint_id)
+        assert post_tree == reference_tree(repo, tmp_path, post.skipped), step
+        # The dirty summary carried over from the pre checkpoint is what a diff gives.
+        assert (list(post.dirty), post.dirty_count) == guard.snap.dirty_against_head(post_tree)
         # The next begin finds nothing new: its tree is the post tree, its dirty summary
         # what a diff against HEAD gives.
         again = guard.begin_call("run_command", {"command": f"look {step}"})
@@ -94,6 +96,11 @@ def test_scans_after_a_mix_of_changes_equal_add_all(repo: Path, tmp_path: Path) 
         assert (list(pre.dirty), pre.dirty_count) == (fresh_dirty, fresh_count)
         guard.end_call(again.call_id, "succeeded")
         assert (repo / ".git" / "index").read_bytes() == user_index
+        if step == 2:
+            # The user commits: HEAD moves, so no earlier summary can be carried over.
+            (repo / "README.md").write_text("# project\nthe user's line\n")
+            git(repo, "commit", "-qm", "user's own", "--", "README.md")
+            user_index = (repo / ".git" / "index").read_bytes()
 
     last = guard.checkpoints()[-1]
     assert set(guard.load_checkpoint(last.checkpoint_id).skipped) == {
