@@ -5,7 +5,9 @@ gitguard's own stat cache (a private index file, seeded from a copy of the user'
 index so the first snapshot re-hashes only what is dirty). Only changed paths are
 re-hashed and `git write-tree` reuses every unchanged subtree through the cache
 tree, so each new tree is the previous one plus the changed paths. The user's
-`.git/index` is only ever read.
+`.git/index` is only ever read. The stat index also keeps git's untracked cache, so a
+scan stats unchanged directories instead of reading them, and the tree last written
+out with the index's checksum, so a scan that finds nothing changed runs no write-tree.
 """
 
 from __future__ import annotations
