@@ -208,7 +208,8 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
                                                  "step": step_id, "call": call_id,
                                                  "skipped": list(tree.skipped)})
     head, branch = snap.head_info()
-    dirty_paths, dirty_count = dirty if dirty is not None else snap.dirty_against_head(tree.tree)
+    dirty_paths, dirty_count = (dirty if dirty is not None
+                                else _dirty_summary(snap, previous, commit, head, tree))
     checkpoint = Checkpoint(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,
@@ -235,3 +236,20 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
                checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),
                skipped=len(tree.skipped), bytes=len(data) + tree.bytes_hashed + new_bytes)
     return checkpoint
+
+
+def _dirty_summary(snap: Snapshotter, previous: Checkpoint | None, commit: str,
+                   head: str | None, tree: TreeResult) -> tuple[list[str], int]:
+    """`snap.dirty_against_head(tree)`, from the previous checkpoint's when that is exact."""
+    if previous is not None and previous.snapshot_commit == commit and previous.head == head:
+        # Same snapshot, same HEAD: the same dirty summary (a begin right after an end).
+        return list(previous.dirty), previous.dirty_count
+    known = None
+    if previous is not None and previous.head == head:
+        try:
+            before = (snap.tree_of(previous.snapshot_commit), previous.dirty,
+                      previous.dirty_count)
+            known = snap.dirty_since(before, tree, head)
+        except KeyError:        # its snapshot is gone (gc): take the slow way
+            known = None
+    return known or snap.dirty_against_head(tree.tree)

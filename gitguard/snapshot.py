@@ -5,7 +5,9 @@ gitguard's own stat cache (a private index file, seeded from a copy of the user'
 index so the first snapshot re-hashes only what is dirty). Only changed paths are
 re-hashed and `git write-tree` reuses every unchanged subtree through the cache
 tree, so each new tree is the previous one plus the changed paths. The user's
-`.git/index` is only ever read.
+`.git/index` is only ever read. The stat index also keeps git's untracked cache, so a
+scan stats unchanged directories instead of reading them, and the tree last written
+out with the index's checksum, so a scan that finds nothing changed runs no write-tree.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from gitguard.store import Store
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SESSION_REF = "refs/gitguard/sessions/"
 AUTHOR = ("gitguard", "gitguard@localhost")
+# Settings for every git command on the private stat index (never the user's index).
+_PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class TreeResult:
     skipped: tuple[str, ...]
     duration_ms: float = 0.0    # scan + hashing + write-tree, for the trace
     bytes_hashed: int = 0       # size of the changed files now on disk (before compression)
+    # The tree before this scan when known: `tree` then differs from it at most at `changed`.
+    base: str | None = None
 
 
 class Snapshotter:
@@ -59,10 +65,16 @@ class Snapshotter:
     def repo(self) -> pygit2.Repository:
         return pygit2.Repository(str(self.ws.git_dir))
 
-    def _git(self, args: list[str], stdin: bytes | None = None) -> bytes:
+    def _git(self, args: list[str], stdin: bytes | None = None, write_back: bool = False
+             ) -> bytes:
+        # The stat index is ours: git may keep its untracked cache (directory stat data, so
+        # an unchanged directory is not read again) and refreshed stat data in it.
+        # `write_back` lets `git status` write them (its "optional" index write).
         env = {"GIT_INDEX_FILE": str(self.store.stat_index)}
-        return run_git(args, git_dir=self.ws.git_dir, work_tree=self.ws.root, env=env,
-                       stdin=stdin).stdout
+        if write_back:
+            env["GIT_OPTIONAL_LOCKS"] = "1"
+        return run_git([*_PRIVATE_INDEX_CONFIG, *args], git_dir=self.ws.git_dir,
+                       work_tree=self.ws.root, env=env, stdin=stdin).stdout
 
     def _seed_stat_cache(self) -> None:
         if self.store.stat_index.exists():
@@ -102,7 +114,7 @@ class Snapshotter:
 
     def _status(self, *args: str) -> bytes:
         return self._git(["status", "--porcelain=v2", "-z", "--no-renames",
-                          "--ignore-submodules=all", *args])
+                          "--ignore-submodules=all", *args], write_back=True)
 
     def _parse_status(self, out: bytes) -> tuple[list[bytes], list[str], list[bytes]]:
         changed: list[bytes] = []
@@ -172,6 +184,8 @@ class Snapshotter:
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
         started = time.perf_counter()
         skipped: list[str] = []
+        known = self._known_tree()
+        scanned = changed is None
         if changed is None:
             changed, skipped = self.scan()
         else:
@@ -187,12 +201,52 @@ class Snapshotter:
             self._git(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
                       stdin=b"\0".join(present) + b"\0")
         faults.point("snapshot.after_update_index")
-        tree = self._git(["write-tree"]).decode().strip()
+        if known is not None and not changed:
+            # Nothing changed since the index was last written out with this tree: `git
+            # status` may have rewritten it since, but only its stat data and untracked
+            # cache, never an entry's content, so the tree is the same.
+            tree = known
+            self._remember_tree(tree)
+        else:
+            tree = self._git(["write-tree"]).decode().strip()
+            self._remember_tree(tree)
         self._keep_private(self.store.stat_index)
         return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
                           skipped=tuple(skipped),
                           duration_ms=(time.perf_counter() - started) * 1000,
-                          bytes_hashed=self._sizes(changed))
+                          bytes_hashed=self._sizes(changed), base=known if scanned else None)
+
+    def _known_tree(self) -> str | None:
+        """The tree of the stat index when it is byte for byte the one last recorded.
+
+        Read before a scan: when the scan then finds nothing changed, this is the tree
+        of the workspace, and `git write-tree` (a process and a read of the index) is
+        saved.
+        """
+        try:
+            recorded = self._tree_memo.read_text().split()
+        except (FileNotFoundError, UnicodeDecodeError):
+            return None
+        checksum = _index_checksum(self.store.stat_index)
+        if len(recorded) != 2 or checksum is None or recorded[0] != checksum:
+            return None
+        return recorded[1]
+
+    def _remember_tree(self, tree: str) -> None:
+        checksum = _index_checksum(self.store.stat_index)
+        if checksum is not None and self._known_tree() != tree:
+            # Not fsynced: a lost or stale memo only costs the next write-tree (the
+            # checksum has to match), it can never name a wrong tree.
+            memo = self._tree_memo
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{checksum} {tree}\n")
+            os.replace(tmp, memo)
+
+    @property
+    def _tree_memo(self) -> Path:
+        return self.store.root / "stat.tree"
 
     def _sizes(self, paths: list[bytes]) -> int:
         root = os.fsencode(self.ws.root)
@@ -288,6 +342,28 @@ class Snapshotter:
         paths = [c.path for c in self.diff(base, tree)]
         return paths[:limit], len(paths)
 
+    def dirty_since(self, before: tuple[str, tuple[str, ...], int], result: TreeResult,
+                    head: str | None, limit: int = 200) -> tuple[list[str], int] | None:
+        """`dirty_against_head` without a diff: the dirty paths of a snapshot taken against
+        the same HEAD (`before`: its tree, dirty paths and count), re-checked along with the
+        paths this scan changed. None when that does not apply: the scan did not start from
+        that tree, the earlier list was cut at the limit, or a name is not UTF-8."""
+        old_tree, old_dirty, old_count = before
+        if result.base is None or result.base != old_tree or len(old_dirty) != old_count:
+            return None
+        new = self.repo.get(result.tree)
+        base = self.repo.get(self.tree_of(head)) if head else None
+        if not isinstance(new, pygit2.Tree) or not (base is None or isinstance(base, pygit2.Tree)):
+            return None
+        try:
+            dirty = [p for p in {*old_dirty, *result.changed}
+                     if _entry(base, p) != _entry(new, p)]
+        except UnicodeEncodeError:
+            return None
+        # git's diff order: trees sort as "name/", which is the bytewise order of full paths.
+        dirty.sort(key=os.fsencode)
+        return dirty[:limit], len(dirty)
+
     def store_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
 
@@ -296,6 +372,30 @@ class Snapshotter:
         if not isinstance(obj, pygit2.Blob):
             raise KeyError(oid)
         return bytes(obj.data)
+
+
+def _entry(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
+    """The file (blob, link or gitlink) at `path`, None for nothing or a directory."""
+    if tree is None:
+        return None
+    path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))
+
+
+def _index_checksum(path: Path) -> str | None:
+    """The trailing SHA-1 of an index file: it covers every byte before it."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-20, os.SEEK_END)
+            tail = fh.read(20)
+    except OSError:
+        return None
+    # index.skipHash (newer git) leaves it all zeros: then it identifies nothing.
+    return tail.hex() if len(tail) == 20 and any(tail) else None
 
 
 def _glob_escape(text: str | bytes) -> str:

@@ -1,0 +1,120 @@
+"""The no-daemon scan's shortcuts (untracked cache on the stat index, the remembered tree
+of an unchanged scan, the reused dirty summary) give exactly what a full scan gives: a
+throwaway index, `git add -A`, `git write-tree`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import git
+from gitguard.api import Guard
+
+
+def reference_tree(repo: Path, tmp: Path, skipped: tuple[str, ...]) -> str:
+    """The workspace's tree the slow way: HEAD's index, `add -A`, minus what was skipped."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp / "throwaway.index")}
+
+    def run(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True,
+                              check=True).stdout.decode()
+
+    run("read-tree", "HEAD")
+    run("add", "-A")
+    if skipped:
+        run("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--",
+            *(":(literal)" + s.rstrip("/") for s in skipped))
+    return run("write-tree").strip()
+
+
+def tree_of(guard: Guard, checkpoint_id: str | None) -> str:
+    return guard.snap.tree_of(guard.load_checkpoint(checkpoint_id or "").snapshot_commit)
+
+
+def test_scans_after_a_mix_of_changes_equal_add_all(repo: Path, tmp_path: Path) -> None:
+    (repo / ".gitguard.toml").write_text("untracked_size_cap = 1000\n")
+    (repo / "docs").mkdir()
+    for name in ("a.txt", "b.txt", "c.sh"):
+        (repo / "docs" / name).write_text(f"{name}\n")
+    (repo / "docs" / "big.bin").write_bytes(b"b" * 5000)     # tracked: kept at any size
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+    user_index = (repo / ".git" / "index").read_bytes()
+    guard = Guard.open(repo)
+    guard.checkpoint(kind="manual", step_id="s0")
+
+    def changes_0() -> None:
+        (repo / "src" / "app.py").write_text("edited\n")
+        os.remove(repo / "docs" / "a.txt")
+        os.chmod(repo / "docs" / "c.sh", 0o755)
+        os.symlink("docs/b.txt", repo / "link")
+        (repo / "docs" / "big.bin").write_bytes(b"c" * 6000)
+
+    def changes_1() -> None:
+        new = repo / "fresh" / "deep" / "er"
+        new.mkdir(parents=True)
+        (new / "one.py").write_text("1\n")
+        (repo / "fresh" / "huge.dat").write_bytes(b"h" * 5000)       # skipped: over the cap
+        (repo / "fresh" / "node_modules" / "pkg").mkdir(parents=True)  # skipped: a dep dir
+        (repo / "fresh" / "node_modules" / "pkg" / "index.js").write_text("x\n")
+        (repo / "node_modules").mkdir()
+        (repo / "node_modules" / "top.js").write_text("y\n")
+
+    def changes_2() -> None:
+        os.remove(repo / "docs" / "b.txt")                 # the link now dangles
+        (repo / "docs" / "b.txt").mkdir()                  # a file became a directory
+        (repo / "docs" / "b.txt" / "inner.txt").write_text("in\n")
+        os.remove(repo / "link")
+        os.symlink("src", repo / "link")                   # a link retargeted
+        (repo / "src" / "app.py").write_text("edited\n")   # same bytes: a stat change only
+
+    def changes_3() -> None:
+        pass                                              # nothing: the remembered tree
+
+    def changes_4() -> None:
+        (repo / "build" / "out.bin").write_bytes(b"ignored, still out")
+        (repo / "fresh" / "deep" / "er" / "one.py").unlink()
+        (repo / "docs" / "b.txt" / "inner.txt").write_text("in, edited\n")
+        os.symlink("nowhere", repo / "fresh" / "dangling")
+
+    for step, change in enumerate((changes_0, changes_1, changes_2, changes_3, changes_4)):
+        entry = guard.begin_call("run_command", {"command": f"step {step}"})
+        change()
+        done = guard.end_call(entry.call_id, "succeeded")
+        post = guard.load_checkpoint(done.post_checkpoint_id or "")
+        post_tree = tree_of(guard, done.post_checkpoint_id)
+        assert post_tree == reference_tree(repo, tmp_path, post.skipped), step
+        # The dirty summary carried over from the pre checkpoint is what a diff gives.
+        assert (list(post.dirty), post.dirty_count) == guard.snap.dirty_against_head(post_tree)
+        # The next begin finds nothing new: its tree is the post tree, its dirty summary
+        # what a diff against HEAD gives.
+        again = guard.begin_call("run_command", {"command": f"look {step}"})
+        pre = guard.load_checkpoint(again.pre_checkpoint_id or "")
+        assert pre.snapshot_commit == post.snapshot_commit
+        fresh_dirty, fresh_count = guard.snap.dirty_against_head(tree_of(guard, pre.checkpoint_id))
+        assert (list(pre.dirty), pre.dirty_count) == (fresh_dirty, fresh_count)
+        guard.end_call(again.call_id, "succeeded")
+        assert (repo / ".git" / "index").read_bytes() == user_index
+        if step == 2:
+            # The user commits: HEAD moves, so no earlier summary can be carried over.
+            (repo / "README.md").write_text("# project\nthe user's line\n")
+            git(repo, "commit", "-qm", "user's own", "--", "README.md")
+            user_index = (repo / ".git" / "index").read_bytes()
+
+    last = guard.checkpoints()[-1]
+    assert set(guard.load_checkpoint(last.checkpoint_id).skipped) == {
+        "fresh/huge.dat", "fresh/node_modules/", "node_modules/"}
+
+
+def test_a_stat_index_changed_behind_its_back_is_not_trusted(repo: Path) -> None:
+    """The remembered tree belongs to one exact index: another writer invalidates it."""
+    guard = Guard.init(repo)
+    first = guard.snap.write_tree()
+    (repo / "extra.txt").write_text("extra\n")
+    env = {**os.environ, "GIT_INDEX_FILE": str(guard.store.stat_index)}
+    subprocess.run(["git", "update-index", "--add", "extra.txt"], cwd=repo, env=env, check=True)
+    again = guard.snap.write_tree()
+    assert again.changed == () and again.tree != first.tree
+    listing = git(repo, "ls-tree", "-r", "--name-only", again.tree).split()
+    assert "extra.txt" in listing
