@@ -82,7 +82,13 @@ class Snapshotter:
         user_index = self.ws.user_index
         if user_index is not None and user_index.is_file():
             # A byte copy: git then trusts the user's stat data and re-hashes only dirty files.
+            # The copy keeps the original's mtime: git treats an entry as racily clean (and
+            # compares content) when its mtime is not older than the index file's, so a copy
+            # stamped "now" would trust a same-size edit made in the second of the user's
+            # last index write. The mtime is taken before the bytes: never newer than them.
+            before = user_index.stat()
             durable.atomic_write(self.store.stat_index, user_index.read_bytes())
+            os.utime(self.store.stat_index, ns=(before.st_atime_ns, before.st_mtime_ns))
 
     def scan(self) -> tuple[list[bytes], list[str]]:
         """Paths changed since the last snapshot, and what was left out (big files, dep dirs).

@@ -118,3 +118,28 @@ def test_a_stat_index_changed_behind_its_back_is_not_trusted(repo: Path) -> None
     assert again.changed == () and again.tree != first.tree
     listing = git(repo, "ls-tree", "-r", "--name-only", again.tree).split()
     assert "extra.txt" in listing
+
+
+def test_a_racily_clean_entry_of_the_users_index_is_still_compared(tmp_path: Path) -> None:
+    """The stat cache starts as a copy of the user's index. An entry whose mtime is not older
+    than that index file is racily clean: git compares its content. The copy must keep the
+    index's mtime, or a same-size edit in the second of the user's last `git add` is trusted
+    as clean and the snapshot keeps the old bytes."""
+    repo = tmp_path / "racy"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "core.trustctime", "false")    # ctime cannot be set by a test
+    target = repo / "a.txt"
+    target.write_text("v1\n")
+    stamp = 1_700_000_000
+    os.utime(target, (stamp, stamp))
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-qm", "one")
+    os.utime(repo / ".git" / "index", (stamp, stamp))  # written in the same second
+    target.write_text("v2\n")                          # same size, same mtime
+    os.utime(target, (stamp, stamp))
+    assert git(repo, "--no-optional-locks", "status", "--porcelain") == " M a.txt\n"
+    index_bytes = (repo / ".git" / "index").read_bytes()
+    made = Guard.open(repo).checkpoint()
+    assert git(repo, "show", f"{made.snapshot_commit}:a.txt") == "v2\n"
+    assert (repo / ".git" / "index").read_bytes() == index_bytes
