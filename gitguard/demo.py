@@ -6,6 +6,7 @@ chapters. Everything here goes through the public `Guard` API and real git.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -136,7 +137,19 @@ def run(echo: Echo, keep: bool = False) -> None:
         if after != before or fsck.returncode != 0:
             raise SystemExit(1)
     finally:
+        _stop_daemons(root)
         if keep:
             echo(f"kept {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_daemons(root: Path) -> None:
+    """A git hook in the demo's clone starts a daemon by itself (autostart): stop every
+    daemon of the throwaway tree, or it would outlive the demo writing into a removed one."""
+    from gitguard import daemonctl
+    from gitguard.workspace import discover
+
+    for repo in (p for p in root.iterdir() if (p / ".git").is_dir()):
+        with contextlib.suppress(Exception):      # the demo's own result matters more
+            daemonctl.stop(discover(repo))

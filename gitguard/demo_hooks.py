@@ -95,7 +95,9 @@ def _denied(echo: Echo, repo: Path, transcript: Path,
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     from gitguard.demo import DEMO_ENV  # demo.py imports this module for its CHAPTERS
 
-    env = {**os.environ, **DEMO_ENV, "GIT_CONFIG_GLOBAL": os.devnull}
+    # No autostart: a daemon started by the clone's hooks would outlive the demo's tree
+    # (the daemon chapter shows the daemon, started and stopped on purpose).
+    env = {**os.environ, **DEMO_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GITGUARD_NO_DAEMON": "1"}
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           check=check)
 

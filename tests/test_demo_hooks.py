@@ -19,6 +19,7 @@ def test_hooks_chapter(tmp_path: Path) -> None:
     assert "PreToolUse Bash `npm publish` again -> deny: gitguard: Bash with this input " \
            "already ran as toolu_demo_2" in text
     assert "Tool Bash(toolu_demo_4) started but its outcome is unknown" in text
+    assert "Stop -> toolu_demo_5 failed: denied at the permission prompt" in text
     assert "      app.py <- call_1" in text
     assert "git push origin feature: ok" in text and "git push --mirror origin: exit 1" in text
     assert "refs/gitguard/* on the remote: 0" in text

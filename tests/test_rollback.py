@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -264,7 +265,13 @@ def test_python_api_runs_in_a_subprocess_without_the_cli(repo: Path) -> None:
 
 
 def test_the_demo_chapter_rolls_back_and_merges(tmp_path: Path) -> None:
-    out = gg(tmp_path, "demo").stdout
+    out = gg(tmp_path, "demo", "--keep").stdout
+    kept = Path(out.rsplit("kept ", 1)[1].strip())
+    try:
+        # The clone's git hooks autostart a daemon: the demo stops it before it ends.
+        assert not list(kept.glob("*/.git/gitguard/daemon.pid")), "a daemon outlived the demo"
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
     assert "conflict: app.py (the user changed it after call_5 wrote it)" in out
     assert "deleted:  CHANGELOG.md, helpers.py" in out and "restored: VERSION" in out
     assert "|     return greet(name).lower()  # the user's tweak" in out
