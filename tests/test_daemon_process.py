@@ -155,7 +155,16 @@ def test_a_forced_overflow_rescans_and_marks_unknown(repo: Path, tmp_path: Path)
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     with running_daemon(repo) as pid:
         (repo / "bulk").mkdir()
-        request(repo, "flush")          # the daemon has seen bulk/ and watches it
+        # The daemon must watch bulk/ before it stops: a file written there has to come
+        # back as a record (the watch on a new directory is added as its event is handled).
+        probe = repo / "bulk" / "probe"
+        probe.write_text("watched?\n")
+
+        def seen() -> bool:
+            request(repo, "flush")
+            return "bulk/probe" in owners(repo)
+
+        wait_for("the daemon to watch bulk/", seen, timeout=30)
         os.kill(pid, signal.SIGSTOP)    # the daemon cannot read: the kernel queue fills up
         try:
             here = repo / "bulk" / "a"
