@@ -103,16 +103,21 @@ class JsonlRead:
     torn: bytes = b""            # bytes after the last newline (an interrupted append)
 
 
-def read_jsonl(path: Path) -> JsonlRead:
-    """Read every record; a torn tail is reported, a corrupt middle line raises."""
+def read_bytes(path: Path) -> bytes | None:
+    """A store file's bytes; None when it does not exist, StoreError when it cannot be read."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
-        return JsonlRead()
+        return None
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}",
                          "check the permissions of the gitguard store") from exc
-    return parse_jsonl(path, raw)
+
+
+def read_jsonl(path: Path) -> JsonlRead:
+    """Read every record; a torn tail is reported, a corrupt middle line raises."""
+    raw = read_bytes(path)
+    return JsonlRead() if raw is None else parse_jsonl(path, raw)
 
 
 def parse_jsonl(path: Path, raw: bytes) -> JsonlRead:

@@ -21,7 +21,7 @@ from typing import Any
 import pydantic_core
 
 from gitguard import durable
-from gitguard.errors import CorruptRecord, StoreError
+from gitguard.errors import CorruptRecord
 
 FOLD_VERSION = 2
 FOLD_EVERY = 512          # lines decoded past the cached prefix before the cache is rewritten
@@ -65,13 +65,9 @@ def cache_path(ledger_path: Path) -> Path:
 def fold(ledger_path: Path, raw: bytes | None = None) -> Fold:
     """Fold the ledger (`raw`: its bytes, when the caller has read them already)."""
     if raw is None:
-        try:
-            raw = ledger_path.read_bytes()
-        except FileNotFoundError:
+        raw = durable.read_bytes(ledger_path)
+        if raw is None:
             return Fold()
-        except OSError as exc:
-            raise StoreError(f"cannot read {ledger_path}: {exc.strerror}",
-                             "check the permissions of the gitguard store") from exc
     end = raw.rfind(b"\n") + 1
     cache = cache_path(ledger_path)
     pos = _load(cache, raw, end) or _Positions()
