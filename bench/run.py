@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cases = select(registered(), args.only)
     if args.list or not cases:
-        for c in registered():
+        # --list shows what --only selects; an --only that selects nothing lists every case.
+        for c in (cases or registered()):
             print(f"{c.group:9} {c.name}" + (f"   (target {c.target})" if c.target else ""))
         return 0 if args.list else 2
     isolate_this_process()
