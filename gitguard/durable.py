@@ -65,8 +65,9 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def encode_line(record: dict[str, Any]) -> bytes:
-    data = canonical_json(record)
+def encode_line(record: dict[str, Any],
+                dumps: Callable[[Any], bytes] = canonical_json) -> bytes:
+    data = dumps(record)
     digest = hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode()
     return _PREFIX + digest + _MIDDLE + data + b"}\n"
 
