@@ -84,8 +84,7 @@ def read_full(store: Store) -> LedgerState:
     state = LedgerState(order=folded.order, first_seq=folded.first_seq,
                         last_seq=folded.last_seq, torn=folded.torn,
                         actions=[LedgerEvent.model_validate(r) for r in folded.actions])
-    # Validating only the newest state of each call keeps a long ledger cheap to fold.
-    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in folded.latest.items()}
+    state.entries = folded.entries      # only the newest state of each call is validated
     if st is not None:
         while len(_FOLDED) >= _FOLDED_MAX:
             del _FOLDED[next(iter(_FOLDED))]
@@ -101,7 +100,7 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
     if len(records) != len(decoded):
         return False
     latest: dict[str, dict[str, Any]] = {}
-    earlier = _States(state.entries)
+    earlier = ledger_fold.States(state.entries)
     order: list[str] = []
     first: dict[str, int] = {}
     actions: list[LedgerEvent] = []
@@ -119,26 +118,12 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
         elif call_id not in state.entries and call_id not in first:
             order.append(call_id)
             first[call_id] = seq
-    state.entries.update({c: ToolLedgerEntry.model_validate(e) for c, e in latest.items()})
+    state.entries.update(ledger_fold.validate(latest))
     state.order += order
     state.first_seq.update(first)
     state.actions.extend(actions)
     state.last_seq = last_seq
     return True
-
-
-class _States(dict[str, dict[str, Any]]):
-    """The JSON of already folded entries, made only for the calls a change names."""
-
-    def __init__(self, entries: dict[str, ToolLedgerEntry]) -> None:
-        super().__init__()
-        self.entries = entries
-
-    def __contains__(self, call_id: object) -> bool:
-        return call_id in self.entries
-
-    def __missing__(self, call_id: str) -> dict[str, Any]:
-        return self.entries[call_id].to_json()
 
 
 def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: str) -> None:

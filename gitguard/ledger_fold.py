@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic.alias_generators import to_camel
 
 from gitguard import durable
 from gitguard.errors import CorruptRecord
@@ -43,7 +45,7 @@ _KEPT = frozenset({"callId", "status"})     # in every change, whether or not th
 
 @dataclass
 class Fold:
-    latest: dict[str, dict[str, Any]] = field(default_factory=dict)   # callId -> newest entry
+    entries: dict[str, ToolLedgerEntry] = field(default_factory=dict)  # callId -> newest
     order: list[str] = field(default_factory=list)
     first_seq: dict[str, int] = field(default_factory=dict)
     actions: list[dict[str, Any]] = field(default_factory=list)       # whole action events
@@ -51,6 +53,44 @@ class Fold:
     torn: bytes = b""
     lines: int = 0
     offset: int = 0       # bytes of the ledger folded
+
+
+class _Cache(BaseModel):
+    """ledger.fold.json: one model, so a fresh process parses and validates the cached
+    entries in a single call into pydantic-core instead of once per entry."""
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    fold_version: int
+    offset: int
+    prefix_sha256: str
+    last_seq: int
+    lines: int
+    order: list[str]
+    first: list[int]
+    actions: list[dict[str, Any]]
+    entries: list[ToolLedgerEntry]
+
+
+_STATES = TypeAdapter(list[ToolLedgerEntry])
+
+
+class States(dict[str, dict[str, Any]]):
+    """The JSON of already folded entries, made only for the calls a change names."""
+
+    def __init__(self, entries: dict[str, ToolLedgerEntry]) -> None:
+        super().__init__()
+        self.entries = entries
+
+    def __contains__(self, call_id: object) -> bool:
+        return call_id in self.entries
+
+    def __missing__(self, call_id: str) -> dict[str, Any]:
+        return self.entries[call_id].to_json()
+
+
+def validate(states: dict[str, dict[str, Any]]) -> dict[str, ToolLedgerEntry]:
+    """Entries from their JSON states, in one validator call."""
+    return dict(zip(states, _STATES.validate_python(list(states.values())), strict=True))
 
 
 def loads(data: bytes) -> Any:
@@ -139,82 +179,93 @@ def fold(ledger_path: Path, raw: bytes | None = None) -> Fold:
     end = raw.rfind(b"\n") + 1
     cache = cache_path(ledger_path)
     result = _load(cache, raw, end) or Fold()
-    latest, offset, scanned = result.latest, result.offset, 0
-    while offset < end:
-        stop = raw.index(b"\n", offset)
-        record = durable.decode_line(raw[offset:stop], loads)
-        result.lines += 1
+    latest: dict[str, dict[str, Any]] = {}        # states of the calls past the cache
+    before = States(result.entries)
+    lines = raw[result.offset:end].split(b"\n")[:-1]
+    for number, data in enumerate(durable.checked_payloads(lines)):
+        record = _decode(data)
         if record is None:
-            raise CorruptRecord(
-                f"{ledger_path.name} line {result.lines} (byte {offset}) is corrupt: "
-                "checksum mismatch",
-                "run `gitguard verify`; the file was changed by something other than gitguard")
+            raise _corrupt(ledger_path, result, lines, number, "is corrupt: checksum mismatch")
         seq = int(record.get("seq", 0))
         result.last_seq = max(result.last_seq, seq)
         known = len(latest)
         try:
-            call_id = apply(latest, record)
+            call_id = apply(latest, record, before)
         except (KeyError, TypeError):
-            raise CorruptRecord(
-                f"{ledger_path.name} line {result.lines} (byte {offset}) changes a call "
-                "that has no earlier event", "run `gitguard verify`") from None
+            raise _corrupt(ledger_path, result, lines, number,
+                           "changes a call that has no earlier event") from None
         if call_id is None:
             if record.get("action") is not None:
                 result.actions.append(record)
-        elif len(latest) != known:
+        elif len(latest) != known and call_id not in result.entries:
             result.order.append(call_id)
             result.first_seq[call_id] = seq
-        offset = stop + 1
-        scanned += 1
+    result.lines += len(lines)
+    result.entries.update(validate(latest))      # new calls come after the cached ones
     result.offset = end
     result.torn = raw[end:]
-    if scanned >= FOLD_EVERY:
+    if len(lines) >= FOLD_EVERY:
         _save(cache, raw, result)
     return result
+
+
+def _decode(data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        value = pydantic_core.from_json(data)
+    except ValueError:      # lone surrogates (non-UTF-8 path bytes), which json keeps
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _corrupt(ledger_path: Path, folded: Fold, lines: list[bytes], number: int,
+             what: str) -> CorruptRecord:
+    byte = folded.offset + sum(len(line) + 1 for line in lines[:number])
+    return CorruptRecord(f"{ledger_path.name} line {folded.lines + number + 1} (byte {byte}) "
+                         f"{what}", "run `gitguard verify`; the file was changed by something "
+                         "other than gitguard")
 
 
 def _load(cache: Path, raw: bytes, end: int) -> Fold | None:
     """The cached fold, if it describes a prefix of exactly these bytes."""
     try:
-        record = durable.decode_line(cache.read_bytes().rstrip(b"\n"), loads)
+        data = durable.checked_data(cache.read_bytes().rstrip(b"\n"))
     except OSError:
         return None
-    if record is None or record.get("foldVersion") != FOLD_VERSION:
+    if data is None:
         return None
     try:
-        offset = int(record["offset"])
-        if offset > end or hashlib.sha256(raw[:offset]).hexdigest() != record["prefixSha256"]:
-            return None
-        order, firsts, entries = record["order"], record["first"], record["entries"]
-        if not len(order) == len(firsts) == len(entries):
-            return None
-        actions = record["actions"]
-        if not all(isinstance(e, dict) for e in entries) or not isinstance(actions, list):
-            return None
-        return Fold(latest=dict(zip(order, entries, strict=True)), order=list(order),
-                    first_seq=dict(zip(order, firsts, strict=True)), actions=actions,
-                    last_seq=int(record["lastSeq"]), lines=int(record["lines"]),
-                    offset=offset)
-    except (KeyError, TypeError, ValueError):
+        try:
+            found = _Cache.model_validate_json(data)
+        except ValueError:     # lone surrogates (non-UTF-8 paths): json reads them
+            found = _Cache.model_validate(json.loads(data))
+    except ValueError:
         return None
+    if (found.fold_version != FOLD_VERSION or found.offset > end
+            or hashlib.sha256(raw[:found.offset]).hexdigest() != found.prefix_sha256
+            or not len(found.order) == len(found.first) == len(found.entries)):
+        return None
+    return Fold(entries=dict(zip(found.order, found.entries, strict=True)),
+                order=found.order, first_seq=dict(zip(found.order, found.first, strict=True)),
+                actions=found.actions, last_seq=found.last_seq, lines=found.lines,
+                offset=found.offset)
 
 
 def _save(cache: Path, raw: bytes, folded: Fold) -> None:
-    record = {"foldVersion": FOLD_VERSION, "offset": folded.offset,
-              "prefixSha256": hashlib.sha256(raw[:folded.offset]).hexdigest(),
-              "lastSeq": folded.last_seq, "lines": folded.lines,
-              # parallel lists: loading them is a few C-level zips, not a loop per call
-              "order": folded.order, "first": [folded.first_seq[c] for c in folded.order],
-              "entries": [folded.latest[c] for c in folded.order],
-              "actions": folded.actions}
+    record = _Cache(fold_version=FOLD_VERSION, offset=folded.offset,
+                    prefix_sha256=hashlib.sha256(raw[:folded.offset]).hexdigest(),
+                    last_seq=folded.last_seq, lines=folded.lines, order=folded.order,
+                    first=[folded.first_seq[c] for c in folded.order], actions=folded.actions,
+                    entries=[folded.entries[c] for c in folded.order])
+    try:    # pydantic-core's serializer: many times faster than canonical JSON here
+        data = record.__pydantic_serializer__.to_json(record, by_alias=True,
+                                                     exclude_defaults=True)
+    except pydantic_core.PydanticSerializationError:   # lone surrogates: json keeps them
+        data = durable.canonical_json(record.model_dump(mode="json", by_alias=True,
+                                                        exclude_defaults=True))
     with contextlib.suppress(OSError):  # only a cache: a read-only store folds in full
-        durable.atomic_write(cache, durable.encode_line(record, dumps=_dumps))
-
-
-def _dumps(value: Any) -> bytes:
-    """pydantic-core's serializer, several times faster than canonical JSON on ten thousand
-    entries (a cache needs no canonical key order); json keeps the lone surrogates."""
-    try:
-        return pydantic_core.to_json(value)
-    except pydantic_core.PydanticSerializationError:
-        return durable.canonical_json(value)
+        durable.atomic_write(cache, durable.encode_line({}, dumps=lambda _: data))
