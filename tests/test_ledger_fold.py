@@ -13,7 +13,8 @@ from crashkit import scratch_root
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitguard import clock, durable, ledger, ledger_fold
+from gitguard import clock, durable, ledger, ledger_fold, verify
+from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.models import LedgerEvent, ToolLedgerEntry
 from gitguard.store import Store
@@ -206,3 +207,21 @@ def test_changes_round_trip_through_a_fresh_and_an_incremental_fold(
     assert incremental.entries[current.call_id] == current
     assert fresh_fold(store) == reference(store.ledger_path)
     assert fresh_fold(store)[0][current.call_id] == current.to_json()
+
+
+def test_verify_checks_each_merged_state(repo: Path) -> None:
+    guard = Guard.open(repo)
+    for n in range(3):
+        begun = guard.begin_call("Write", {"file_path": "a.txt", "n": n}, writes=["a.txt"])
+        guard.end_call(begun.call_id, "succeeded", "ok")
+    assert verify.problems(guard.store, guard.snap) == []
+    records = durable.read_jsonl(guard.store.ledger_path).records
+    assert [sorted(r) for r in records if "change" in r], "the ledger holds changes"
+    back = {"schemaVersion": 1, "seq": 99, "recordedAt": clock.stamp(), "sessionId": "x",
+            "change": {"callId": "call_2", "status": "started", "postCheckpointId": "ckpt_gone"}}
+    with guard.store.writing():
+        durable.append_jsonl(guard.store.ledger_path, [back])
+    found = verify.problems(guard.store, guard.snap)
+    assert "ledger seq 99: call call_2 is succeeded; it cannot become started" in found
+    assert "call_2 names checkpoint ckpt_gone, which is not in the index" in found
+    guard.close()
