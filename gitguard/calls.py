@@ -102,7 +102,10 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
             compensates=compensates,
             note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
         )
-        ledger.append_entries(g.store, state, [planned])
+        # The pre checkpoint first, then planned and started in one append (one fsync): a
+        # kill in between leaves a checkpoint no entry names, which resume and verify
+        # accept; a call is in the ledger only once it is started. The checkpoint's seq is
+        # the ledger's last before the call, so it never points past the ledger.
         tree = g.snap.write_tree()
         pre = checkpoints.write(g.store, g.snap, checkpoints.read_index(g.store),
                                 session_id=session.session_id, kind="pre", tree=tree,
@@ -110,7 +113,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                 call_id=call_id)
         started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                              "pre_checkpoint_id": pre.checkpoint_id})
-        ledger.append_entries(g.store, state, [started])
+        ledger.append_entries(g.store, state, [planned, started])
         trace.emit(g.store, "tool", "tool.start", session_id=session.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
                    tool=tool, checkpointId=pre.checkpoint_id, bytes=len(stored_input))

@@ -65,8 +65,9 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def encode_line(record: dict[str, Any]) -> bytes:
-    data = canonical_json(record)
+def encode_line(record: dict[str, Any],
+                dumps: Callable[[Any], bytes] = canonical_json) -> bytes:
+    data = dumps(record)
     digest = hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode()
     return _PREFIX + digest + _MIDDLE + data + b"}\n"
 
@@ -81,6 +82,16 @@ def checked_data(line: bytes) -> bytes | None:
     if hashlib.sha256(data).hexdigest()[:_SUM_LEN].encode() != digest:
         return None
     return data
+
+
+def checked_payloads(lines: list[bytes]) -> list[bytes | None]:
+    """checked_data of each line, in one comprehension: a long journal read in full pays
+    no Python call per line for the checksum."""
+    sha, head, mid = hashlib.sha256, len(_PREFIX), _DATA_AT - len(_MIDDLE)
+    return [data if (line[:head] == _PREFIX and line[mid:_DATA_AT] == _MIDDLE
+                     and line[-1:] == b"}" and sha(data).hexdigest()[:_SUM_LEN].encode()
+                     == line[head:head + _SUM_LEN]) else None
+            for line in lines for data in (line[_DATA_AT:-1],)]
 
 
 def decode_line(line: bytes, loads: Callable[[bytes], Any] = json.loads

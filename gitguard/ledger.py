@@ -84,8 +84,7 @@ def read_full(store: Store) -> LedgerState:
     state = LedgerState(order=folded.order, first_seq=folded.first_seq,
                         last_seq=folded.last_seq, torn=folded.torn,
                         actions=[LedgerEvent.model_validate(r) for r in folded.actions])
-    # Validating only the newest state of each call keeps a long ledger cheap to fold.
-    state.entries = {c: ToolLedgerEntry.model_validate(e) for c, e in folded.latest.items()}
+    state.entries = folded.entries      # only the newest state of each call is validated
     if st is not None:
         while len(_FOLDED) >= _FOLDED_MAX:
             del _FOLDED[next(iter(_FOLDED))]
@@ -101,21 +100,29 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
     if len(records) != len(decoded):
         return False
     latest: dict[str, dict[str, Any]] = {}
+    earlier = ledger_fold.States(state.entries)
+    order: list[str] = []
+    first: dict[str, int] = {}
     actions: list[LedgerEvent] = []
+    last_seq = state.last_seq
     for record in records:
         seq = int(record.get("seq", 0))
-        state.last_seq = max(state.last_seq, seq)
-        entry = record.get("entry")
-        if entry is not None:
-            call_id = entry["callId"]
-            if call_id not in state.entries and call_id not in latest:
-                state.order.append(call_id)
-                state.first_seq[call_id] = seq
-            latest[call_id] = entry
-        elif record.get("action") is not None:
-            actions.append(LedgerEvent.model_validate(record))
-    state.entries.update({c: ToolLedgerEntry.model_validate(e) for c, e in latest.items()})
+        last_seq = max(last_seq, seq)
+        try:
+            call_id = ledger_fold.apply(latest, record, earlier)
+        except (KeyError, TypeError):
+            return False
+        if call_id is None:
+            if record.get("action") is not None:
+                actions.append(LedgerEvent.model_validate(record))
+        elif call_id not in state.entries and call_id not in first:
+            order.append(call_id)
+            first[call_id] = seq
+    state.entries.update(ledger_fold.validate(latest))
+    state.order += order
+    state.first_seq.update(first)
     state.actions.extend(actions)
+    state.last_seq = last_seq
     return True
 
 
@@ -133,7 +140,8 @@ def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: 
 
 
 def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEntry]) -> None:
-    """Check transitions, append one event per entry (fsynced), update `state`. Under lock."""
+    """Check transitions, append one event per entry (fsynced), update `state`. Under lock.
+    A call's first event holds its entry; later ones only what changed (ledger_fold)."""
     events: list[dict[str, Any]] = []
     seq = state.last_seq
     pending: dict[str, ToolLedgerEntry] = {}
@@ -145,8 +153,9 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
         if current is None:
             first[entry.call_id] = seq
         pending[entry.call_id] = entry
-        events.append(LedgerEvent(seq=seq, recorded_at=clock.stamp(), entry=entry,
-                                  session_id=entry.session_id).to_json())
+        events.append(ledger_fold.event_record(
+            seq, clock.stamp(), entry.session_id, entry.to_json(),
+            current.to_json() if current is not None else None))
     faults.point(f"ledger.before_{entries[-1].status}")
     durable.append_jsonl(store.ledger_path, events)
     faults.point(f"ledger.after_{entries[-1].status}")

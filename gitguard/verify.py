@@ -15,7 +15,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import checkpoints, durable, ledger
+from gitguard import checkpoints, durable, ledger, ledger_fold
 from gitguard.errors import CorruptRecord, IllegalTransition
 from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
@@ -70,7 +70,7 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
     pruned = checkpoints.pruned_ids(store)
     last_seq = 0
     current: dict[str, Any] = {}
-    for record in records:
+    for record in ledger_fold.expanded(records):    # each change merged into a whole entry
         try:
             event = LedgerEvent.model_validate(record)
         except ValueError:

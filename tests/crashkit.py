@@ -12,8 +12,9 @@ from pathlib import Path
 
 # The fault points the kill loop arms at random: those its operations (calls, checkpoints,
 # resume, reconcile) can reach. The kill matrix covers every point in the code.
+# (No lone `planned` append is left: call begin appends planned and started together.)
 LEDGER_POINTS = tuple(f"ledger.{when}_{status}" for status in
-                      ("planned", "started", "succeeded", "failed", "uncertain")
+                      ("started", "succeeded", "failed", "uncertain")
                       for when in ("before", "after"))
 KNOWN_POINTS: tuple[str, ...] = (
     "atomic_write.before_replace", "jsonl.before_write", "jsonl.torn_write", "jsonl.after_fsync",

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from crashkit import scratch_root, user_git_state, workspace_files
 
-from gitguard import durable, verify
+from gitguard import durable, ledger_fold, verify
 from gitguard.api import Guard
 from gitguard.errors import GitguardError, ReplayRefused
 from gitguard.models import ToolLedgerEntry
@@ -72,7 +72,7 @@ def no_unforced_replays(guard: Guard) -> list[str]:
     """Walk the ledger's events: a call that repeats a blocking one must say it was forced."""
     found = []
     live: dict[str, Any] = {}
-    for record in durable.read_jsonl(guard.store.ledger_path).records:
+    for record in ledger_fold.expanded(durable.read_jsonl(guard.store.ledger_path).records):
         entry = record.get("entry")
         if entry is None:
             continue

@@ -13,15 +13,17 @@ from crashkit import scratch_root
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitguard import clock, durable, ledger, ledger_fold
+from gitguard import clock, durable, ledger, ledger_fold, verify
+from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
-from gitguard.models import ToolLedgerEntry
+from gitguard.models import LedgerEvent, ToolLedgerEntry
 from gitguard.store import Store
 from gitguard.workspace import discover
 
 
 def reference(path: Path) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
-    """The fold as the ledger defines it: every line decoded, the newest state of each call."""
+    """The fold as the ledger defines it: every line decoded, the newest state of each call
+    (an `entry` is a whole state, a `change` is merged into the call's previous one)."""
     latest: dict[str, Any] = {}
     order: list[str] = []
     first: dict[str, int] = {}
@@ -29,12 +31,15 @@ def reference(path: Path) -> tuple[dict[str, Any], list[str], dict[str, int], in
     for record in durable.read_jsonl(path).records:
         last = max(last, record["seq"])
         entry = record.get("entry")
+        if entry is None and record.get("change") is not None:
+            entry = {**latest[record["change"]["callId"]], **record["change"]}
         if entry is not None:
             if entry["callId"] not in latest:
                 order.append(entry["callId"])
                 first[entry["callId"]] = record["seq"]
             latest[entry["callId"]] = entry
-    return latest, order, first, last
+    return ({c: ToolLedgerEntry.model_validate(e).to_json() for c, e in latest.items()}, order,
+            first, last)
 
 
 def folded(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
@@ -86,7 +91,8 @@ def test_the_cache_is_written_and_used_and_agrees(store: Store) -> None:
 
 def test_a_corrupt_line_under_the_cache_is_still_reported(store: Store) -> None:
     lines = store.ledger_path.read_bytes().split(b"\n")
-    lines[2] = lines[2].replace(b"step_", b"stop_")
+    lines[2] = lines[2].replace(b'"seq":3', b'"seq":9')
+    assert b'"seq":9' in lines[2]
     store.ledger_path.write_bytes(b"\n".join(lines))
     with pytest.raises(CorruptRecord, match="ledger.jsonl line 3 "):
         ledger.read(store)
@@ -111,3 +117,111 @@ def test_cut_anywhere_with_a_cache_folds_like_a_full_read(store: Store, cut: int
         assert ledger.read(store).torn == durable.read_jsonl(store.ledger_path).torn
     finally:
         store.ledger_path.write_bytes(whole)
+
+
+def write_old_format(store: Store, entries: list[ToolLedgerEntry]) -> None:
+    """What gitguard wrote before changes were recorded alone: a whole entry per event."""
+    events = [LedgerEvent(seq=n, recorded_at=clock.stamp(), entry=e,
+                          session_id=e.session_id).to_json()
+              for n, e in enumerate(entries, start=1)]
+    with store.writing():
+        durable.append_jsonl(store.ledger_path, events)
+
+
+def session_states() -> list[ToolLedgerEntry]:
+    """A session's states, with fields set, changed and reset to their default."""
+    states: list[ToolLedgerEntry] = []
+    for n in range(1, 8):
+        planned = entry(n, "planned").model_copy(update={"note": f"n{n}", "summary": "s"})
+        started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
+                                             "pre_checkpoint_id": f"ckpt_{n}", "note": None})
+        end = "failed" if n % 2 else "succeeded"
+        finished = started.model_copy(update={"status": end, "finished_at": clock.stamp(),
+                                              "error_summary": "boom" if n % 2 else None,
+                                              "summary": ""})
+        states += [planned, started, finished]
+    return states
+
+
+def fresh_fold(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
+    ledger.forget()
+    ledger_fold.cache_path(store.ledger_path).unlink(missing_ok=True)
+    return folded(store)
+
+
+def test_old_and_new_formats_fold_to_the_same_entries() -> None:
+    old, new = scratch_root(), scratch_root()
+    try:
+        old_store, new_store = Store(discover(old)), Store(discover(new))
+        states = session_states()
+        write_old_format(old_store, states)
+        with new_store.writing():
+            state = ledger.read(new_store)
+            for one in states:
+                ledger.append_entries(new_store, state, [one])
+        assert new_store.ledger_path.stat().st_size < old_store.ledger_path.stat().st_size / 2
+        assert fresh_fold(old_store) == fresh_fold(new_store) == reference(old_store.ledger_path)
+        assert {c: e.to_json() for c, e in state.entries.items()} == fresh_fold(new_store)[0]
+        records = durable.read_jsonl(new_store.ledger_path).records
+        assert list(ledger_fold.expanded(records)) != records, "later events are changes"
+        expanded = [r["entry"] for r in ledger_fold.expanded(records)]
+        assert [ToolLedgerEntry.model_validate(e) for e in expanded] == states
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(new, ignore_errors=True)
+
+
+def test_a_change_to_an_unknown_call_is_reported(store: Store) -> None:
+    record = {"schemaVersion": 1, "seq": 999, "recordedAt": clock.stamp(), "sessionId": "s1",
+              "change": {"callId": "call_nobody", "status": "succeeded"}}
+    with store.writing():
+        durable.append_jsonl(store.ledger_path, [record])
+    ledger.forget()
+    with pytest.raises(CorruptRecord, match="changes a call that has no earlier event"):
+        ledger.read(store)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(updates=st.lists(st.tuples(st.sampled_from(["note", "error_summary", "summary",
+                                                    "result_ref", "post_checkpoint_id"]),
+                                  st.one_of(st.none(), st.sampled_from(["", "x", "caf\udce9"]))),
+                        min_size=1, max_size=6))
+def test_changes_round_trip_through_a_fresh_and_an_incremental_fold(
+        store: Store, updates: list[tuple[str, str | None]]) -> None:
+    with store.writing():
+        state = ledger.read(store)
+        current = entry(100 + len(state.order), "planned")
+        ledger.append_entries(store, state, [current])
+        for n, (name, value) in enumerate(updates):
+            if name == "summary" and value is None:
+                value = ""
+            status = ("started", "uncertain")[n % 2] if n < 2 else "uncertain"
+            if current.status == "uncertain":
+                status = "succeeded" if n == len(updates) - 1 else "uncertain"
+            if status == "uncertain" and current.status == "uncertain":
+                continue
+            current = current.model_copy(update={"status": status, name: value})
+            ledger.append_entries(store, state, [current])
+    incremental = ledger.read(store)
+    assert incremental.entries[current.call_id] == current
+    assert fresh_fold(store) == reference(store.ledger_path)
+    assert fresh_fold(store)[0][current.call_id] == current.to_json()
+
+
+def test_verify_checks_each_merged_state(repo: Path) -> None:
+    guard = Guard.open(repo)
+    for n in range(3):
+        begun = guard.begin_call("Write", {"file_path": "a.txt", "n": n}, writes=["a.txt"])
+        guard.end_call(begun.call_id, "succeeded", "ok")
+    assert verify.problems(guard.store, guard.snap) == []
+    records = durable.read_jsonl(guard.store.ledger_path).records
+    assert [sorted(r) for r in records if "change" in r], "the ledger holds changes"
+    back = {"schemaVersion": 1, "seq": 99, "recordedAt": clock.stamp(), "sessionId": "x",
+            "change": {"callId": "call_2", "status": "started", "postCheckpointId": "ckpt_gone"}}
+    with guard.store.writing():
+        durable.append_jsonl(guard.store.ledger_path, [back])
+    found = verify.problems(guard.store, guard.snap)
+    assert "ledger seq 99: call call_2 is succeeded; it cannot become started" in found
+    assert "call_2 names checkpoint ckpt_gone, which is not in the index" in found
+    guard.close()

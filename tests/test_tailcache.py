@@ -127,7 +127,8 @@ def test_an_in_place_edit_is_not_trusted(repo: Path) -> None:
     path = guard.store.ledger_path
     stat = path.stat()
     lines = path.read_bytes().split(b"\n")
-    lines[1] = lines[1].replace(b"step_", b"stop_")      # same length, same inode
+    lines[1] = lines[1].replace(b'"seq":2', b'"seq":7')  # same length, same inode
+    assert b'"seq":7' in lines[1]
     path.write_bytes(b"\n".join(lines))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     with pytest.raises(CorruptRecord, match="ledger.jsonl line 2 "):
