@@ -79,8 +79,39 @@ def read_index_full(store: Store) -> Index:
 
 
 def pruned_ids(store: Store) -> set[str]:
-    """Checkpoints `gitguard gc` removed on purpose (ledger entries still name them)."""
-    return {str(r["checkpointId"]) for r in durable.read_jsonl(store.pruned_path).records}
+    """Checkpoints `gitguard gc` removed on purpose (ledger entries still name them).
+
+    A record is one gc run's (`pruned_record`); stores written before that have one
+    record per checkpoint ({"checkpointId": ...}), read the same way.
+    """
+    found: set[str] = set()
+    for record in durable.read_jsonl(store.pruned_path).records:
+        if "checkpointId" in record:
+            found.add(str(record["checkpointId"]))
+        found.update(str(c) for c in record.get("checkpointIds", ()))
+        for prefix, first, last in record.get("ranges", ()):
+            found.update(f"{prefix}{n:03d}" for n in range(int(first), int(last) + 1))
+    return found
+
+
+def pruned_record(ids: Sequence[str], pruned_at: str | None = None) -> dict[str, Any]:
+    """One gc run's pruned checkpoints: runs of consecutive ids (as `next_id` numbers
+    them) as [prefix, first, last] ranges, anything else listed whole. A thousand pruned
+    checkpoints of one day take one range, not a thousand lines."""
+    ranges: list[list[Any]] = []
+    single: list[str] = []
+    for checkpoint_id in ids:
+        prefix, _, number = checkpoint_id.rpartition("_")
+        if not (prefix and number.isdigit() and number.isascii()
+                and f"{int(number):03d}" == number):
+            single.append(checkpoint_id)
+            continue
+        prefix += "_"
+        if ranges and ranges[-1][0] == prefix and ranges[-1][2] + 1 == int(number):
+            ranges[-1][2] = int(number)
+        else:
+            ranges.append([prefix, int(number), int(number)])
+    return {"prunedAt": pruned_at or clock.stamp(), "ranges": ranges, "checkpointIds": single}
 
 
 def next_id(index: Index) -> str:

@@ -28,7 +28,7 @@ from crashkit import (
     workspace_files,
 )
 
-from gitguard import packing, verify
+from gitguard import packing, trace, verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
 
@@ -154,6 +154,8 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("gc.after_temp_refs", "gc", "succeeded"),
     ("gc.after_index", "gc", "succeeded"),
     ("gc.after_refs", "gc", "succeeded"),
+    ("gc.after_artifact_bundle", "gc", "succeeded"),
+    ("gc.after_trace_segment", "gc", "succeeded"),
     ("pack.before_delete", "gc", "succeeded"),
 ]
 # What gitguard's own entry is after resume: a rollback killed mid-apply had started writing.
@@ -242,6 +244,11 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
             assert_safety_holds(guard, files, after_kill)
         checked = verify.report(guard.store, guard.snap)
         assert checked.problems == []
+        if scenario == "gc":        # the compacted forms read back whatever the kill left
+            assert [e.name for e in trace.read(guard.store)][:1] == ["session.start"]
+            for entry in entries.values():
+                for ref in (entry.input_ref, entry.result_ref):
+                    assert ref is None or guard.store.read_artifact(ref)
         again = guard.resume().to_json()
         assert again == answer, "a second resume gives the same answer"
         if scenario == "checkpoint" and point == "checkpoint.before_index":
