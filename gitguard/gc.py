@@ -32,6 +32,7 @@ from gitguard import (
     artifact_bundle,
     checkpoints,
     clock,
+    dirshrink,
     durable,
     faults,
     ledger,
@@ -154,6 +155,9 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         for name in report.artifacts_removed:
             (store.artifacts_dir / name).unlink(missing_ok=True)
         report.artifacts_bundled = _bundle_artifacts(store, named, entries)
+        # The entries of what just went still take the directories' blocks: give them back.
+        for directory in (store.checkpoints_dir, store.artifacts_dir):
+            dirshrink.shrink(directory)
         trace.compact(store, cutoff)
         report.pack = packing.pack_gitguard_objects(store, merge=True, drop_unreachable=True)
         report.pack.loose_before = first.loose_before

@@ -6,13 +6,23 @@ both forms readable."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import gg
-from gitguard import artifact_bundle, checkpoints, durable, sealing, trace, trace_view, verify
+from gitguard import (
+    artifact_bundle,
+    checkpoints,
+    dirshrink,
+    durable,
+    sealing,
+    trace,
+    trace_view,
+    verify,
+)
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 
@@ -179,3 +189,33 @@ def test_pruned_ranges_name_the_same_ids_as_one_line_each(repo: Path) -> None:
         durable.append_jsonl(store.pruned_path, old_style)
         durable.append_jsonl(store.pruned_path, [record])
     assert checkpoints.pruned_ids(store) == {*ids, "ckpt_20261128_007"}
+
+
+def test_shrink_keeps_every_entry_and_finishes_a_killed_swap(tmp_path: Path) -> None:
+    directory = tmp_path / "artifacts"
+    directory.mkdir()
+    for n in range(3000):
+        (directory / f"result_call_{n:05d}.txt").write_bytes(b"x")
+    grown = directory.stat().st_size
+    for n in range(2990):
+        (directory / f"result_call_{n:05d}.txt").unlink()
+    (directory / "incomplete").mkdir()
+    (directory / "incomplete" / "ckpt.json").write_bytes(b"{}")
+    before = {p.name: p.stat().st_ino for p in directory.iterdir()}
+    with open(directory / "result_call_02995.txt", "ab") as held:   # a writer keeps it open
+        assert dirshrink.shrink(directory, min_bytes=1) is True
+        held.write(b"more")
+    assert {p.name: p.stat().st_ino for p in directory.iterdir()} == before
+    assert (directory / "result_call_02995.txt").read_bytes() == b"xmore"
+    assert (directory / "incomplete" / "ckpt.json").read_bytes() == b"{}"
+    assert directory.stat().st_size <= grown
+    assert not dirshrink.swap_path(directory).exists()
+    # Killed after the exchange: the swap directory holds the old one, with an entry the
+    # new one lacks; the next shrink moves it back before anything else.
+    swap = dirshrink.swap_path(directory)
+    swap.mkdir()
+    (swap / "late.txt").write_bytes(b"late")
+    os.link(directory / "result_call_02999.txt", swap / "result_call_02999.txt")
+    assert dirshrink.shrink(directory) is False       # small now: only the finishing
+    assert (directory / "late.txt").read_bytes() == b"late" and not swap.exists()
+    assert len(list(directory.iterdir())) == len(before) + 1
