@@ -133,16 +133,11 @@ class Store:
         return (self.artifacts_dir / name).is_file() or self._bundles.find(name) is not None
 
     def _bundled(self, ref: str, name: str) -> bytes:
-        for _attempt in range(2):     # a gc may replace the bundle between look and read
-            bundle = self._bundles.find(name)
-            if bundle is None:
-                break
-            try:
-                return bundle.read(name)
-            except FileNotFoundError:
-                continue
-        raise StoreError(f"the artifact {ref} is missing",
-                         "run `gitguard verify`; `gitguard gc` never removes one in use")
+        bundle = self._bundles.find(name)
+        if bundle is None:
+            raise StoreError(f"the artifact {ref} is missing",
+                             "run `gitguard verify`; `gitguard gc` never removes one in use")
+        return bundle.read(name)
 
     def read_artifact(self, ref: str) -> bytes:
         """The plaintext of `artifacts/NAME` (opened with the key when it was sealed)."""
