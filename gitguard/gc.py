@@ -175,7 +175,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
 
 def _raw_checkpoint(store: Store, row: CheckpointIndexRow) -> dict[str, Any]:
     """The checkpoint file as JSON, sealed run state left sealed (gc needs no key)."""
-    value = json.loads((store.checkpoints_dir / row.file).read_bytes())
+    value = json.loads(checkpoints.file_json((store.checkpoints_dir / row.file).read_bytes()))
     if not isinstance(value, dict):
         raise GitguardError(f"checkpoint {row.checkpoint_id} is not a JSON object",
                             "run `gitguard verify`")
@@ -351,7 +351,8 @@ def _apply(store: Store, snap: Snapshotter, rows: list[CheckpointIndexRow],
         if commit == data["snapshotCommit"]:
             new_rows.append(row)
             continue
-        raw = durable.canonical_json({**data, "snapshotCommit": commit}) + b"\n"
+        raw = checkpoints.compressed_file(
+            durable.canonical_json({**data, "snapshotCommit": commit}) + b"\n")
         name = f"{row.checkpoint_id}.{commit[:12]}.json"
         durable.atomic_write(store.checkpoints_dir / name, raw)
         new_rows.append(row.model_copy(update={"file": name, "snapshot_commit": commit,

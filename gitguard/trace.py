@@ -1,8 +1,9 @@
 """Trace events: one checksummed line per checkpoint, tool start/end, recovery, rollback.
 
 Events live in two places: trace.jsonl, where they are appended, and trace.segment,
-where `gitguard gc` compacts the older ones (zlib-compressed JSON lines, one sha256 over
-them all in a header line). Readers see the segment's events, then trace.jsonl's.
+where `gitguard gc` compacts the older ones (JSON lines in one xz stream, ~16 bytes an
+event against ~290 in trace.jsonl, one sha256 over them all in a header line).
+Readers see the segment's events, then trace.jsonl's.
 
 The segment's header names the trace.jsonl bytes it absorbed (length and sha256): gc
 writes the segment first and empties trace.jsonl second, so a crash between the two
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zlib
+import lzma
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +52,8 @@ def read_segment(store: Store) -> Segment:
     head, _, body = raw.partition(b"\n")
     try:
         header = json.loads(head)
-        data = zlib.decompress(body)
-    except (ValueError, zlib.error) as exc:
+        data = lzma.decompress(body)
+    except (ValueError, lzma.LZMAError) as exc:
         raise CorruptRecord("trace.segment cannot be read",
                             "run `gitguard verify`; remove trace.segment to drop the old "
                             "trace events (nothing else depends on them)") from exc
@@ -98,7 +99,7 @@ def compact(store: Store, cutoff: str) -> int:
               "sha256": hashlib.sha256(data).hexdigest(), "liveBytes": len(raw),
               "liveSha256": hashlib.sha256(raw).hexdigest()}
     durable.atomic_write(store.trace_segment_path,
-                         durable.canonical_json(header) + b"\n" + zlib.compress(data, 9))
+                         durable.canonical_json(header) + b"\n" + lzma.compress(data, preset=6))
     faults.point("gc.after_trace_segment")
     if raw:
         durable.atomic_write(store.trace_path, b"")

@@ -50,9 +50,22 @@ def test_gc_compacts_trace_and_artifacts_and_reads_back_the_same(repo: Path) -> 
     events = [e.to_json() for e in trace.read(guard.store)]
     stored = artifacts_of(guard)
     assert len(stored) == 18
+    loaded = {r.checkpoint_id: guard.load_checkpoint(r.checkpoint_id).to_json()
+              for r in guard.checkpoints()}
+    trees = {c: guard.snap.tree_of(v["snapshotCommit"]) for c, v in loaded.items()}
     gg(repo, "gc", env=GC_ENV)
     fresh = Guard.open(repo)
     store = fresh.store
+    # The kept checkpoints gc rewrote are stored compressed and load as they did, but for
+    # the new snapshot commit (same tree).
+    rewritten = [r for r in fresh.checkpoints() if r.file != f"{r.checkpoint_id}.json"]
+    assert rewritten
+    for row in rewritten:
+        assert (store.checkpoints_dir / row.file).read_bytes()[:1] != b"{"
+        now = fresh.load_checkpoint(row.checkpoint_id).to_json()
+        was = loaded[row.checkpoint_id]
+        assert {**now, "snapshotCommit": None} == {**was, "snapshotCommit": None}
+        assert fresh.snap.tree_of(now["snapshotCommit"]) == trees[row.checkpoint_id]
     # The trace: every event still there, in order, now from the segment; gc's own after.
     after = [e.to_json() for e in trace.read(store)]
     assert after[:len(events)] == events
