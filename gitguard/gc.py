@@ -29,12 +29,12 @@ from typing import Any
 import pygit2
 
 from gitguard import (
-    artifact_bundle,
     checkpoints,
     clock,
     dirshrink,
     durable,
     faults,
+    gc_artifacts,
     ledger,
     packing,
     retention,
@@ -49,9 +49,7 @@ from gitguard.store import Store
 
 TEMP_REF = "refs/gitguard/gc/"
 KEEP_CONFLICTS_REF = "refs/gitguard/keep/conflicts"
-ARTIFACT_GRACE = timedelta(minutes=10)   # never race a writer that has not indexed yet
 UNFINISHED = frozenset({"planned", "approved", "started", "uncertain"})
-_ARTIFACT_REF = re.compile(rb'artifacts/((?:[^"\\]|\\.)+)"')
 _REWRITTEN = re.compile(r"ckpt_.+\.[0-9a-f]{12}\.json")   # named by _apply
 
 
@@ -135,9 +133,9 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         report.message_blobs_dropped = sum(len(m[1] - m[2]) for m in messages.values())
         # The ledger's refs by field too: a scan of its bytes alone would miss them once
         # the ledger is stored in another shape.
-        named = (_named_artifacts(store, files, plan) | _ledger_artifacts(entries)
+        named = (gc_artifacts.named(store, files, plan) | gc_artifacts.ledger_named(entries)
                  if store.artifacts_dir.is_dir() else set())
-        report.artifacts_removed = _unreferenced_artifacts(store, named)
+        report.artifacts_removed = gc_artifacts.unreferenced(store, named)
         cutoff = clock.stamp(clock.now() - timedelta(days=settings.retention.trace_days))
         report.trace_events_dropped = sum(1 for r in trace.read_records(store)
                                           if str(r.get("at", "")) < cutoff)
@@ -154,7 +152,8 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         report.checkpoint_files_removed = _remove_stale_files(store, {r.file for r in index.rows})
         for name in report.artifacts_removed:
             (store.artifacts_dir / name).unlink(missing_ok=True)
-        report.artifacts_bundled = _bundle_artifacts(store, named, entries)
+        report.artifacts_bundled = gc_artifacts.bundle(store, named, entries,
+                                                       read_conflicts(store))
         # The entries of what just went still take the directories' blocks: give them back.
         for directory in (store.checkpoints_dir, store.artifacts_dir):
             dirshrink.shrink(directory)
@@ -269,60 +268,6 @@ def _message_plan(repo: pygit2.Repository, rows: list[CheckpointIndexRow],
         if held != needed or head.parent_ids:
             result[session_id] = (bool(head.parent_ids), held, needed)
     return result
-
-
-def _named_artifacts(store: Store, files: dict[str, dict[str, Any]],
-                     plan: retention.Plan) -> set[str]:
-    """Every artifact name a store record names.
-
-    A reference is any JSON string starting with "artifacts/" in the ledger, the
-    conflicts, the kept checkpoints, or any other JSON file of the store.
-    """
-    sources = [p for p in store.root.iterdir() if p.suffix in (".json", ".jsonl")]
-    blob = b"\n".join(p.read_bytes() for p in sources if p.is_file())
-    blob += json.dumps([f for i, f in files.items() if plan.kept(i)]).encode()
-    named = set()
-    for match in _ARTIFACT_REF.finditer(blob):
-        try:
-            text = json.loads(b'"' + match.group(1) + b'"')
-        except ValueError:  # not JSON after all: take the bytes as they are
-            text = match.group(1).decode(errors="surrogateescape")
-        named.update({text, text.split()[0] if text.split() else text})
-    return named
-
-
-def _unreferenced_artifacts(store: Store, named: set[str]) -> list[str]:
-    """Artifact files no store record names (crash leftovers), older than the grace
-    period. Bundles are gc's own and are rewritten by `_bundle_artifacts`."""
-    if not store.artifacts_dir.is_dir():
-        return []
-    limit = time.time() - ARTIFACT_GRACE.total_seconds()
-    return sorted(p.name for p in store.artifacts_dir.iterdir()
-                  if p.is_file() and p.name not in named and p.stat().st_mtime < limit
-                  and not artifact_bundle.is_bundle(p.name))
-
-
-def _ledger_artifacts(entries: list[ToolLedgerEntry]) -> set[str]:
-    """The artifacts ledger entries name in their ref fields: only gitguard reads those,
-    through Store.read_artifact, so they may live in a bundle. (Others, such as `run`'s
-    stdout copies a result text points a person at, stay files.)"""
-    refs = [r for e in entries
-            for r in (e.input_ref, e.result_ref, *(p.patch_ref for p in e.file_patches)) if r]
-    return {r.removeprefix("artifacts/") for r in refs if r.startswith("artifacts/")}
-
-
-def _bundle_artifacts(store: Store, named: set[str], entries: list[ToolLedgerEntry]) -> int:
-    """Move the ledger's loose artifacts into one compressed bundle; drop from the old
-    bundles what nothing names any more. Returns how many artifacts the bundle holds."""
-    if not store.artifacts_dir.is_dir():
-        return 0
-    # A conflict's patch stays a file: `gitguard conflicts` shows its path to a person.
-    shown = {str(c.get("agentPatchRef", "")).removeprefix("artifacts/")
-             for c in read_conflicts(store)}
-    movable = (_ledger_artifacts(entries) & named) - shown
-    loose = [n for n in movable if (store.artifacts_dir / n).is_file()
-             and not artifact_bundle.is_bundle(n)]
-    return len(artifact_bundle.rebundle(store.artifacts_dir, named, loose))
 
 
 # --- applying -------------------------------------------------------------------------
