@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +80,39 @@ def read_index_full(store: Store) -> Index:
 
 
 def pruned_ids(store: Store) -> set[str]:
-    """Checkpoints `gitguard gc` removed on purpose (ledger entries still name them)."""
-    return {str(r["checkpointId"]) for r in durable.read_jsonl(store.pruned_path).records}
+    """Checkpoints `gitguard gc` removed on purpose (ledger entries still name them).
+
+    A record is one gc run's (`pruned_record`); stores written before that have one
+    record per checkpoint ({"checkpointId": ...}), read the same way.
+    """
+    found: set[str] = set()
+    for record in durable.read_jsonl(store.pruned_path).records:
+        if "checkpointId" in record:
+            found.add(str(record["checkpointId"]))
+        found.update(str(c) for c in record.get("checkpointIds", ()))
+        for prefix, first, last in record.get("ranges", ()):
+            found.update(f"{prefix}{n:03d}" for n in range(int(first), int(last) + 1))
+    return found
+
+
+def pruned_record(ids: Sequence[str], pruned_at: str | None = None) -> dict[str, Any]:
+    """One gc run's pruned checkpoints: runs of consecutive ids (as `next_id` numbers
+    them) as [prefix, first, last] ranges, anything else listed whole. A thousand pruned
+    checkpoints of one day take one range, not a thousand lines."""
+    ranges: list[list[Any]] = []
+    single: list[str] = []
+    for checkpoint_id in ids:
+        prefix, _, number = checkpoint_id.rpartition("_")
+        if not (prefix and number.isdigit() and number.isascii()
+                and f"{int(number):03d}" == number):
+            single.append(checkpoint_id)
+            continue
+        prefix += "_"
+        if ranges and ranges[-1][0] == prefix and ranges[-1][2] + 1 == int(number):
+            ranges[-1][2] = int(number)
+        else:
+            ranges.append([prefix, int(number), int(number)])
+    return {"prunedAt": pruned_at or clock.stamp(), "ranges": ranges, "checkpointIds": single}
 
 
 def next_id(index: Index) -> str:
@@ -107,14 +139,25 @@ def load(store: Store, row: CheckpointIndexRow, open_state: bool = True) -> Chec
                             "run `gitguard verify`; resume skips this checkpoint")
     try:
         # json.loads, not model_validate_json: it keeps surrogate-escaped non-UTF-8 paths
-        checkpoint = Checkpoint.model_validate(json.loads(data))
-    except ValueError as exc:
+        checkpoint = Checkpoint.model_validate(json.loads(file_json(data)))
+    except (ValueError, zlib.error) as exc:
         raise CorruptRecord(f"checkpoint {row.checkpoint_id} cannot be parsed",
                             "run `gitguard verify`") from exc
     if checkpoint.run_state is None or not open_state:
         return checkpoint
     return checkpoint.model_copy(update={"run_state":
                                          store.privacy.open_state(checkpoint.run_state)})
+
+
+def compressed_file(raw: bytes) -> bytes:
+    """How gc stores the checkpoints it keeps: zlib, ~9 KB -> ~2 KB with a full dirty list.
+    A zlib stream starts with 0x78, never with the `{` of a JSON file."""
+    return zlib.compress(raw, 9)
+
+
+def file_json(data: bytes) -> bytes:
+    """A checkpoint file's JSON, from either form (`compressed_file`, or plain JSON)."""
+    return data if data[:1] == b"{" else zlib.decompress(data)
 
 
 def store_messages(snap: Snapshotter, session_id: str, messages: Sequence[Any]) -> list[str]:

@@ -9,7 +9,8 @@ which every indexed checkpoint survives `git gc --prune=now`:
 2. the rewritten checkpoint files are written under new names, then index.jsonl is
    replaced in one atomic rename (the switch from old to new);
 3. the session and message refs move to the new commits; the temporary refs go;
-4. stale checkpoint files, unreferenced artifacts and old trace events are removed;
+4. stale checkpoint files, unreferenced artifacts and old trace events are removed, the
+   rest of the trace is compacted into trace.segment;
 5. gitguard's objects are packed, and what nothing reaches any more is left out.
 
 It never runs `git gc` or `git prune` on the user's repository.
@@ -27,19 +28,28 @@ from typing import Any
 
 import pygit2
 
-from gitguard import checkpoints, clock, durable, faults, ledger, packing, retention, trace
+from gitguard import (
+    checkpoints,
+    clock,
+    dirshrink,
+    durable,
+    faults,
+    gc_artifacts,
+    ledger,
+    packing,
+    retention,
+    trace,
+)
 from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
-from gitguard.models import CheckpointIndexRow
+from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
 from gitguard.settings import Settings
 from gitguard.snapshot import AUTHOR, SESSION_REF, Snapshotter
 from gitguard.store import Store
 
 TEMP_REF = "refs/gitguard/gc/"
 KEEP_CONFLICTS_REF = "refs/gitguard/keep/conflicts"
-ARTIFACT_GRACE = timedelta(minutes=10)   # never race a writer that has not indexed yet
 UNFINISHED = frozenset({"planned", "approved", "started", "uncertain"})
-_ARTIFACT_REF = re.compile(rb'artifacts/((?:[^"\\]|\\.)+)"')
 _REWRITTEN = re.compile(r"ckpt_.+\.[0-9a-f]{12}\.json")   # named by _apply
 
 
@@ -52,6 +62,7 @@ class GcReport:
     commits_dropped: int = 0
     message_blobs_dropped: int = 0
     artifacts_removed: list[str] = field(default_factory=list)
+    artifacts_bundled: int = 0
     checkpoint_files_removed: int = 0
     trace_events_dropped: int = 0
     before: dict[str, int] = field(default_factory=dict)
@@ -69,6 +80,7 @@ class GcReport:
                 "commitsDropped": self.commits_dropped,
                 "messageBlobsDropped": self.message_blobs_dropped,
                 "artifactsRemoved": self.artifacts_removed,
+                "artifactsBundled": self.artifacts_bundled,
                 "checkpointFilesRemoved": self.checkpoint_files_removed,
                 "traceEventsDropped": self.trace_events_dropped, "before": self.before,
                 "after": self.after, "freedBytes": self.freed_bytes,
@@ -111,16 +123,22 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         report.before = measure(store)
         index = checkpoints.read_index(store)
         files = {r.checkpoint_id: _raw_checkpoint(store, r) for r in index.rows}
-        plan = _plan(store, index.rows, files, settings)
+        entries = ledger.read(store).in_order()
+        plan = _plan(store, index.rows, files, settings, entries)
         report.kept, report.pruned = plan.keep, plan.prune
         chains = _chains(snap.repo, index.rows, files, plan)
         report.commits_dropped = sum(len(c.old) - len(c.kept) for c in chains)
         report.sessions_rewritten = [c.session_id for c in chains]
         messages = _message_plan(snap.repo, index.rows, files, plan)
         report.message_blobs_dropped = sum(len(m[1] - m[2]) for m in messages.values())
-        report.artifacts_removed = _unreferenced_artifacts(store, files, plan)
+        # The ledger's refs by field too: a scan of its bytes alone would miss them once
+        # the ledger is stored in another shape.
+        named = (gc_artifacts.named(store, files, plan) | gc_artifacts.ledger_named(entries)
+                 if store.artifacts_dir.is_dir() else set())
+        report.artifacts_removed = gc_artifacts.unreferenced(store, named)
         cutoff = clock.stamp(clock.now() - timedelta(days=settings.retention.trace_days))
-        report.trace_events_dropped = sum(1 for e in trace.read(store) if e.at < cutoff)
+        report.trace_events_dropped = sum(1 for r in trace.read_records(store)
+                                          if str(r.get("at", "")) < cutoff)
         if dry_run:
             report.duration_ms = (time.perf_counter() - started) * 1000
             return report
@@ -128,13 +146,18 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         # below can leave it out; left loose it would count toward git's auto-gc forever.
         first = packing.pack_gitguard_objects(store)
         # Ledger entries keep naming pruned checkpoints; verify must know they went on purpose.
-        durable.append_jsonl(store.pruned_path, [{"checkpointId": c, "prunedAt": clock.stamp()}
-                                                 for c in plan.prune])
+        if plan.prune:
+            durable.append_jsonl(store.pruned_path, [checkpoints.pruned_record(plan.prune)])
         _apply(store, snap, index.rows, files, plan, chains, messages)
         report.checkpoint_files_removed = _remove_stale_files(store, {r.file for r in index.rows})
         for name in report.artifacts_removed:
             (store.artifacts_dir / name).unlink(missing_ok=True)
-        _trim_trace(store, cutoff)
+        report.artifacts_bundled = gc_artifacts.bundle(store, named, entries,
+                                                       read_conflicts(store))
+        # The entries of what just went still take the directories' blocks: give them back.
+        for directory in (store.checkpoints_dir, store.artifacts_dir):
+            dirshrink.shrink(directory)
+        trace.compact(store, cutoff)
         report.pack = packing.pack_gitguard_objects(store, merge=True, drop_unreachable=True)
         report.pack.loose_before = first.loose_before
         report.after = measure(store)
@@ -151,7 +174,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
 
 def _raw_checkpoint(store: Store, row: CheckpointIndexRow) -> dict[str, Any]:
     """The checkpoint file as JSON, sealed run state left sealed (gc needs no key)."""
-    value = json.loads((store.checkpoints_dir / row.file).read_bytes())
+    value = json.loads(checkpoints.file_json((store.checkpoints_dir / row.file).read_bytes()))
     if not isinstance(value, dict):
         raise GitguardError(f"checkpoint {row.checkpoint_id} is not a JSON object",
                             "run `gitguard verify`")
@@ -192,8 +215,7 @@ def write_pins(store: Store, pinned: list[str]) -> None:
 
 
 def _plan(store: Store, rows: list[CheckpointIndexRow], files: dict[str, dict[str, Any]],
-          settings: Settings) -> retention.Plan:
-    entries = ledger.read(store).in_order()
+          settings: Settings, entries: list[ToolLedgerEntry]) -> retention.Plan:
     in_flight = [e.pre_checkpoint_id for e in entries
                  if e.status in UNFINISHED and e.pre_checkpoint_id]
     conflicts = [str(c.get("checkpointId")) for c in _pending(store) if c.get("checkpointId")]
@@ -248,30 +270,6 @@ def _message_plan(repo: pygit2.Repository, rows: list[CheckpointIndexRow],
     return result
 
 
-def _unreferenced_artifacts(store: Store, files: dict[str, dict[str, Any]],
-                            plan: retention.Plan) -> list[str]:
-    """Artifacts no store record names (crash leftovers), older than the grace period.
-
-    A reference is any JSON string starting with "artifacts/" in the ledger, the
-    conflicts, the kept checkpoints, or any other JSON file of the store.
-    """
-    if not store.artifacts_dir.is_dir():
-        return []
-    sources = [p for p in store.root.iterdir() if p.suffix in (".json", ".jsonl")]
-    blob = b"\n".join(p.read_bytes() for p in sources if p.is_file())
-    blob += json.dumps([f for i, f in files.items() if plan.kept(i)]).encode()
-    named = set()
-    for match in _ARTIFACT_REF.finditer(blob):
-        try:
-            text = json.loads(b'"' + match.group(1) + b'"')
-        except ValueError:  # not JSON after all: take the bytes as they are
-            text = match.group(1).decode(errors="surrogateescape")
-        named.update({text, text.split()[0] if text.split() else text})
-    limit = time.time() - ARTIFACT_GRACE.total_seconds()
-    return sorted(p.name for p in store.artifacts_dir.iterdir()
-                  if p.is_file() and p.name not in named and p.stat().st_mtime < limit)
-
-
 # --- applying -------------------------------------------------------------------------
 
 def _apply(store: Store, snap: Snapshotter, rows: list[CheckpointIndexRow],
@@ -298,7 +296,8 @@ def _apply(store: Store, snap: Snapshotter, rows: list[CheckpointIndexRow],
         if commit == data["snapshotCommit"]:
             new_rows.append(row)
             continue
-        raw = durable.canonical_json({**data, "snapshotCommit": commit}) + b"\n"
+        raw = checkpoints.compressed_file(
+            durable.canonical_json({**data, "snapshotCommit": commit}) + b"\n")
         name = f"{row.checkpoint_id}.{commit[:12]}.json"
         durable.atomic_write(store.checkpoints_dir / name, raw)
         new_rows.append(row.model_copy(update={"file": name, "snapshot_commit": commit,
@@ -375,10 +374,3 @@ def _remove_stale_files(store: Store, indexed_before: set[str]) -> int:
             path.unlink()
             removed += 1
     return removed
-
-
-def _trim_trace(store: Store, cutoff: str) -> None:
-    raw = durable.read_jsonl(store.trace_path)
-    keep = [r for r in raw.records if str(r.get("at", "")) >= cutoff]
-    if len(keep) != len(raw.records):
-        durable.atomic_write(store.trace_path, b"".join(durable.encode_line(r) for r in keep))

@@ -14,6 +14,7 @@ from gitguard.errors import StoreError
 from gitguard.workspace import Workspace, ensure_object_store
 
 if TYPE_CHECKING:
+    from gitguard.artifact_bundle import Bundles
     from gitguard.privacy import Privacy
     from gitguard.settings import Settings
 
@@ -27,6 +28,7 @@ class Store:
         self.root = ws.store_dir
         self.ledger_path = self.root / "ledger.jsonl"
         self.trace_path = self.root / "trace.jsonl"
+        self.trace_segment_path = self.root / "trace.segment"   # gc's compacted events
         self.sessions_path = self.root / "sessions.jsonl"
         self.checkpoints_dir = self.root / "checkpoints"
         self.index_path = self.checkpoints_dir / "index.jsonl"
@@ -113,15 +115,37 @@ class Store:
         durable.atomic_write(self.artifacts_dir / name, self.privacy.seal(data, f"artifact:{name}"))
         return f"artifacts/{name}"
 
-    def read_artifact(self, ref: str) -> bytes:
-        """The plaintext of `artifacts/NAME` (opened with the key when it was sealed)."""
+    @cached_property
+    def _bundles(self) -> Bundles:
+        from gitguard.artifact_bundle import Bundles
+
+        return Bundles(self.artifacts_dir)
+
+    def _artifact_name(self, ref: str) -> str:
         name = ref.removeprefix("artifacts/")
         if not name or "/" in name or name.startswith("."):
             raise StoreError(f"{ref!r} is not an artifact of this store", "run `gitguard verify`")
+        return name
+
+    def has_artifact(self, ref: str) -> bool:
+        """`artifacts/NAME` resolves: its own file, or a bundle gc moved it into."""
+        name = self._artifact_name(ref)
+        return (self.artifacts_dir / name).is_file() or self._bundles.find(name) is not None
+
+    def _bundled(self, ref: str, name: str) -> bytes:
+        bundle = self._bundles.find(name)
+        if bundle is None:
+            raise StoreError(f"the artifact {ref} is missing",
+                             "run `gitguard verify`; `gitguard gc` never removes one in use")
+        return bundle.read(name)
+
+    def read_artifact(self, ref: str) -> bytes:
+        """The plaintext of `artifacts/NAME` (opened with the key when it was sealed)."""
+        name = self._artifact_name(ref)
         try:
             data = (self.artifacts_dir / name).read_bytes()
         except FileNotFoundError:
-            raise StoreError(f"the artifact {ref} is missing",
-                             "run `gitguard verify`; `gitguard gc` never removes one in use"
-                             ) from None
+            # gc bundled it (gitguard.artifact_bundle); the file goes only after the bundle
+            # holding it is durable, so looking second never misses it.
+            data = self._bundled(ref, name)
         return self.privacy.open(data, f"artifact:{name}")

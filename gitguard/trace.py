@@ -1,12 +1,29 @@
-"""Trace events: one checksummed line per checkpoint, tool start/end, recovery, rollback."""
+"""Trace events: one checksummed line per checkpoint, tool start/end, recovery, rollback.
+
+Events live in two places: trace.jsonl, where they are appended, and trace.segment,
+where `gitguard gc` compacts the older ones (JSON lines in one xz stream, ~16 bytes an
+event against ~290 in trace.jsonl, one sha256 over them all in a header line).
+Readers see the segment's events, then trace.jsonl's.
+
+The segment's header names the trace.jsonl bytes it absorbed (length and sha256): gc
+writes the segment first and empties trace.jsonl second, so a crash between the two
+leaves absorbed events in both places, and readers skip them in trace.jsonl.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import lzma
+from dataclasses import dataclass
 from typing import Any
 
-from gitguard import clock, durable
+from gitguard import clock, durable, faults
+from gitguard.errors import CorruptRecord
 from gitguard.models import TraceEvent, TraceType
 from gitguard.store import Store
+
+SEGMENT_FORMAT = "gitguard-trace-segment"
 
 
 def emit(store: Store, type_: TraceType, name: str, *, session_id: str | None = None,
@@ -20,5 +37,70 @@ def emit(store: Store, type_: TraceType, name: str, *, session_id: str | None = 
     durable.append_jsonl(store.trace_path, [event.to_json()], sync=False)
 
 
+@dataclass
+class Segment:
+    records: list[dict[str, Any]]
+    live_bytes: int = 0          # how many leading bytes of trace.jsonl it absorbed
+    live_sha256: str = ""
+
+
+def read_segment(store: Store) -> Segment:
+    """The compacted events (none when there is no segment); CorruptRecord when damaged."""
+    raw = durable.read_bytes(store.trace_segment_path)
+    if raw is None:
+        return Segment([])
+    head, _, body = raw.partition(b"\n")
+    try:
+        header = json.loads(head)
+        data = lzma.decompress(body)
+    except (ValueError, lzma.LZMAError) as exc:
+        raise CorruptRecord("trace.segment cannot be read",
+                            "run `gitguard verify`; remove trace.segment to drop the old "
+                            "trace events (nothing else depends on them)") from exc
+    if not isinstance(header, dict) or header.get("format") != SEGMENT_FORMAT \
+            or hashlib.sha256(data).hexdigest() != header.get("sha256"):
+        raise CorruptRecord("trace.segment is corrupt: sha256 mismatch",
+                            "remove trace.segment to drop the old trace events "
+                            "(nothing else depends on them)")
+    records = [json.loads(line) for line in data.split(b"\n") if line]
+    return Segment(records, int(header.get("liveBytes", 0)), str(header.get("liveSha256", "")))
+
+
+def _live(store: Store, segment: Segment) -> tuple[bytes, list[dict[str, Any]]]:
+    """trace.jsonl's bytes, and its records less those the segment already holds."""
+    raw = durable.read_bytes(store.trace_path) or b""
+    skip = segment.live_bytes
+    if not skip or len(raw) < skip or hashlib.sha256(raw[:skip]).hexdigest() != \
+            segment.live_sha256:
+        skip = 0
+    return raw, durable.parse_jsonl(store.trace_path, raw[skip:]).records
+
+
+def read_records(store: Store) -> list[dict[str, Any]]:
+    segment = read_segment(store)
+    return segment.records + _live(store, segment)[1]
+
+
 def read(store: Store) -> list[TraceEvent]:
-    return [TraceEvent.model_validate(r) for r in durable.read_jsonl(store.trace_path).records]
+    return [TraceEvent.model_validate(r) for r in read_records(store)]
+
+
+def compact(store: Store, cutoff: str) -> int:
+    """Move every event into the segment, less those older than `cutoff`. Under the store
+    lock (gc). Returns how many events were dropped."""
+    segment = read_segment(store)
+    raw, live = _live(store, segment)
+    everything = segment.records + live
+    kept = [r for r in everything if str(r.get("at", "")) >= cutoff]
+    if not live and len(kept) == len(everything):
+        return 0
+    data = b"".join(durable.canonical_json(r) + b"\n" for r in kept)
+    header = {"format": SEGMENT_FORMAT, "version": 1, "events": len(kept),
+              "sha256": hashlib.sha256(data).hexdigest(), "liveBytes": len(raw),
+              "liveSha256": hashlib.sha256(raw).hexdigest()}
+    durable.atomic_write(store.trace_segment_path,
+                         durable.canonical_json(header) + b"\n" + lzma.compress(data, preset=6))
+    faults.point("gc.after_trace_segment")
+    if raw:
+        durable.atomic_write(store.trace_path, b"")
+    return len(everything) - len(kept)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitguard import durable
+from gitguard import durable, trace
 from gitguard.models import TraceEvent
 from gitguard.store import Store
 
@@ -74,13 +74,18 @@ def summarize(events: list[TraceEvent]) -> list[SessionSummary]:
 
 def follow(store: Store, *, poll_seconds: float = 0.2,
            stop: Callable[[], bool] = lambda: False) -> Iterator[TraceEvent]:
-    """Every event already in trace.jsonl, then each new one as it is appended.
+    """Every event already in the trace (gc's segment first), then each new one as it is
+    appended to trace.jsonl.
 
     Only whole lines are read, so an append in progress is picked up on the next poll.
     When gc rewrites the file (a new inode, or a shorter file) reading starts over and
-    skips what was already yielded, by timestamp.
+    skips what was already yielded, by timestamp (so also what the segment held).
     """
     offset, inode, pending, last_at = 0, None, b"", ""
+    for compacted in trace.read_segment(store).records:
+        event = TraceEvent.model_validate(compacted)
+        last_at = event.at
+        yield event
     while not stop():
         try:
             info = os.stat(store.trace_path)

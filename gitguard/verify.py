@@ -16,7 +16,7 @@ from typing import Any
 import pygit2
 
 from gitguard import checkpoints, durable, ledger, ledger_fold
-from gitguard.errors import CorruptRecord, IllegalTransition
+from gitguard.errors import CorruptRecord, IllegalTransition, StoreError
 from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
 from gitguard.snapshot import SESSION_REF, Snapshotter
@@ -95,9 +95,17 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
     for entry in current.values():
         refs = [entry.input_ref, entry.result_ref, *(p.patch_ref for p in entry.file_patches)]
         for ref in dict.fromkeys(r for r in refs if r):
-            if not (store.root / ref).is_file():
+            if not _artifact_present(store, ref):
                 found.problems.append(f"{entry.call_id} names {ref}, which is missing")
     return last_seq
+
+
+def _artifact_present(store: Store, ref: str) -> bool:
+    """Its file, or the bundle `gitguard gc` moved it into (gitguard.artifact_bundle)."""
+    try:
+        return store.has_artifact(ref)
+    except (StoreError, OSError):
+        return False
 
 
 def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index,

@@ -28,7 +28,7 @@ from crashkit import (
     workspace_files,
 )
 
-from gitguard import packing, verify
+from gitguard import packing, trace, verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
 
@@ -82,6 +82,17 @@ def setup_long(guard: Guard, repo: Path) -> dict[str, str]:
     return {}
 
 
+def setup_many_files(guard: Guard, repo: Path) -> dict[str, str]:
+    """setup_long, and artifacts/ grown past what gc shrinks (files `run` would write; on
+    tmpfs a directory's size is 20 bytes an entry)."""
+    setup_long(guard, repo)
+    for n in range(2500):
+        path = guard.store.artifacts_dir / f"stdout_call_{n:04d}_with_a_longer_name.txt"
+        path.write_bytes(b"out\n")
+        path.chmod(0o600)
+    return {}
+
+
 @dataclass(frozen=True)
 class Scenario:
     setup: Callable[[Guard, Path], dict[str, str]]
@@ -106,6 +117,7 @@ SCENARIOS = {
                          writes_workspace=True, own_tool="gitguard.rollback_files"),
     # gc rewrites the index and trims the trace on purpose; the ledger stays append-only.
     "gc": Scenario(setup_long, ("gc",), env=GC_ENV, journals=("ledger.jsonl",)),
+    "gc-shrink": Scenario(setup_many_files, ("gc",), env=GC_ENV, journals=("ledger.jsonl",)),
 }
 
 # (fault point, scenario, status of call_2 after resume; None: it never reached the ledger)
@@ -154,6 +166,9 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("gc.after_temp_refs", "gc", "succeeded"),
     ("gc.after_index", "gc", "succeeded"),
     ("gc.after_refs", "gc", "succeeded"),
+    ("gc.after_artifact_bundle", "gc", "succeeded"),
+    ("gc.after_trace_segment", "gc", "succeeded"),
+    ("gc.after_dir_swap", "gc-shrink", "succeeded"),
     ("pack.before_delete", "gc", "succeeded"),
 ]
 # What gitguard's own entry is after resume: a rollback killed mid-apply had started writing.
@@ -242,6 +257,11 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
             assert_safety_holds(guard, files, after_kill)
         checked = verify.report(guard.store, guard.snap)
         assert checked.problems == []
+        if scenario.startswith("gc"):   # the compacted forms read back whatever the kill left
+            assert [e.name for e in trace.read(guard.store)][:1] == ["session.start"]
+            for entry in entries.values():
+                for ref in (entry.input_ref, entry.result_ref):
+                    assert ref is None or guard.store.read_artifact(ref)
         again = guard.resume().to_json()
         assert again == answer, "a second resume gives the same answer"
         if scenario == "checkpoint" and point == "checkpoint.before_index":

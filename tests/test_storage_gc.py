@@ -141,8 +141,8 @@ def test_gc_removes_orphan_artifacts_and_old_trace_events(repo: Path) -> None:
     fresh_orphan = store / "artifacts" / "result_call_98.txt"
     fresh_orphan.write_bytes(b"being written by a process that has not indexed it yet")
     os.chmod(fresh_orphan, 0o600)
-    referenced = sorted(p.name for p in (store / "artifacts").iterdir()
-                        if p not in (old_orphan, fresh_orphan))
+    referenced = {p.name: p.read_bytes() for p in (store / "artifacts").iterdir()
+                  if p not in (old_orphan, fresh_orphan)}
     for name in referenced:
         os.utime(store / "artifacts" / name, (hour_ago, hour_ago))
     stale = {"at": "2020-01-01T00:00:00.000Z", "type": "tool", "name": "tool.start",
@@ -150,10 +150,16 @@ def test_gc_removes_orphan_artifacts_and_old_trace_events(repo: Path) -> None:
     durable.append_jsonl(store / "trace.jsonl", [stale])
     done = json.loads(gg(repo, "gc", "--json").stdout)
     assert done["artifactsRemoved"] == ["input_call_99.json"]
+    assert done["artifactsBundled"] == len(referenced) == 6
     assert done["traceEventsDropped"] == 1
     assert not old_orphan.exists() and fresh_orphan.exists()
-    assert sorted(p.name for p in (store / "artifacts").iterdir()) == sorted(
-        [*referenced, fresh_orphan.name])
+    # The ledger's artifacts moved into one bundle, and read back byte for byte.
+    left = sorted(p.name for p in (store / "artifacts").iterdir())
+    assert left[1:] == [fresh_orphan.name] and left[0].startswith("bundle-")
+    guard = Guard.open(repo)
+    for name, data in referenced.items():
+        assert guard.store.read_artifact(f"artifacts/{name}") == data
+    assert verify.problems(guard.store, guard.snap) == []
     events = json.loads(gg(repo, "trace", "--json").stdout)
     assert events[0]["at"] > "2020-01-01" and events[-1]["name"] == "gc.run"
 
