@@ -117,9 +117,12 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     patches: tuple[FilePatchEntry, ...] = ()
     if done:
         # Every difference between the two trees is a path written here (a path replaced by
-        # a directory brings what is under it): the tree diff prunes equal subtrees by id,
-        # and the patch text is made in-process, as call end makes it (no git subprocess).
-        changes = treediff.diff_trees(g.snap.repo, safety_tree, post_tree)
+        # a directory brings what is under it, and then the whole tree diff is needed, which
+        # prunes equal subtrees by id); the patch text is made in-process, as call end makes
+        # it (no git subprocess), from bytes already read.
+        changes = dirty_delta.changes(g.snap.repo, safety_tree, post_tree, written)
+        if changes is None:
+            changes = treediff.diff_trees(g.snap.repo, safety_tree, post_tree)
         patch_ref = g.store.write_artifact(f"patch_{call_id}.diff",
                                            patchtext.render(g.snap.repo, changes, known))
         stamp = clock.stamp()

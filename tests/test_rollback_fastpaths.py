@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import git
-from gitguard import checkpoints, dirty_delta, fileops
+from gitguard import checkpoints, dirty_delta, fileops, treediff
 from gitguard.api import Guard
 from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
 from gitguard.rollback import rollback_files
@@ -53,6 +53,39 @@ def test_tree_with_skipping_held_changes_equals_applying_all(
     wanted = _states(repo, edit)
     slow = fileops._tree_with(repo, fileops.parse_tree(repo, base), wanted)
     assert fileops.tree_with(repo, base, wanted) == slow
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(base_steps=st.lists(changes, max_size=3), edit=changes)
+def test_changes_at_written_paths_equal_the_tree_diff(
+        tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
+        edit: dict[str, tuple[bytes, int] | None]) -> None:
+    """The rollback patch's change list from lookups equals treediff's wherever it answers."""
+    repo_dir = tmp_path / "objects.git"
+    repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
+            else pygit2.init_repository(str(repo_dir), bare=True))
+    base = EMPTY_TREE
+    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    for raw in base_steps:
+        base = fileops._tree_with(repo, fileops.parse_tree(repo, base), _states(repo, raw))
+    wanted = _states(repo, edit)
+    new = fileops.tree_with(repo, base, wanted)
+    fast = dirty_delta.changes(repo, base, new, wanted)
+    if fast is not None:
+        assert fast == treediff.diff_trees(repo, base, new)
+
+
+def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None:
+    repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
+    base = fileops._tree_with(repo, fileops.parse_tree(repo, EMPTY_TREE), _states(repo, {
+        "a/b": (b"one\n", REGULAR), "a/c": (b"two\n", REGULAR), "l": (b"a/b", LINK)}))
+    wanted = _states(repo, {"a/b": (b"two\n", EXECUTABLE), "a/c": None, "l": (b"x\n", REGULAR),
+                            "n/new": (b"", REGULAR), "gone": None})
+    new = fileops.tree_with(repo, base, wanted)
+    fast = dirty_delta.changes(repo, base, new, wanted)
+    assert fast is not None and [c.status for c in fast] == ["M", "D", "T", "A"]
+    assert fast == treediff.diff_trees(repo, base, new)
 
 
 def _walk_dirty(guard: Guard, limit_files: int, seed: int, rounds: int) -> int:
