@@ -135,8 +135,13 @@ def current_content(root: Path, rel: str
         return "other", None
     if info.st_size > KEEP_BYTES:    # a large file is hashed in a stream, not held in memory
         return FileState(str(pygit2.hashfile(full)), git_mode(info.st_mode)), None
-    with open(full, "rb") as fh:     # follows a link swapped in since the lstat, as hashfile does
-        data = fh.read()
+    fd = os.open(full, os.O_RDONLY)   # follows a link swapped in since the lstat, as hashfile
+    try:                              # does; a raw read: no buffer, no isatty, no seeks
+        data = os.read(fd, info.st_size + 1)
+        while more := os.read(fd, KEEP_BYTES):   # to the end, as hashfile reads
+            data += more
+    finally:
+        os.close(fd)
     return FileState(str(pygit2.hash(data)), git_mode(info.st_mode)), data
 
 
