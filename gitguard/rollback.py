@@ -93,6 +93,7 @@ def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
 
 def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution]) -> None:
     """Sort every candidate into a step, a conflict, or a path left alone."""
+    touches = timeline.by_path(records)      # once, not a pass over every record per path
     for item in items:
         agent = item.last_agent_change()
         if item.now == item.base:
@@ -101,7 +102,8 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution])
         if agent is None:
             plan.kept_user.append(item.path)
             continue
-        reason = timeline.foreign_touch(item, plan.checkpoint.created_at, records)
+        reason = timeline.foreign_touch(item, plan.checkpoint.created_at,
+                                        touches.get(item.path, ()))
         if reason is None and item.now == UNKNOWN:
             reason = "it is neither a file nor a symlink now"
         if reason is None and any(s is not None and s.mode == GITLINK
@@ -241,7 +243,7 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
 
 def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     plan = Plan(target)
-    decide(plan, facts.items.values(), timeline.read_attributions(g.store))
+    decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items))
     under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
              if facts.observed[s.path].kind == "dir"}
     blocked = obstacles(plan.steps, facts.observed, under)

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import git
-from gitguard import checkpoints, dirty_delta, fileops, treediff
+from gitguard import checkpoints, dirty_delta, durable, fileops, timeline, treediff
 from gitguard.api import Guard
 from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
+from gitguard.models import Attribution
 from gitguard.rollback import rollback_files
 
 NAMES = ["a", "b", "a/b", "a/c", "a/b/x", "b/a", "c/d/e", "caf\udce9"]
@@ -177,3 +178,30 @@ def test_rollback_patch_without_pathspec_equals_the_one_limited_to_written_paths
         subprocess.run(["git", "apply", "-R", "--check"], cwd=repo, input=stored, check=True)
     finally:
         guard.close()
+
+
+def test_attribution_records_read_for_the_candidates_decide_as_all_of_them(repo: Path) -> None:
+    """Filtered on read and grouped by path, the watcher's records give each path the
+    verdict a pass over every record gives."""
+    guard = Guard.open(repo)
+    guard.store.root.mkdir(parents=True, exist_ok=True)
+    stamps = [f"2026-01-01T00:00:0{i}.000Z" for i in range(6)]
+    rows = [Attribution.model_validate({"path": path, "owner": owner, "confidence": confidence,
+                                        "at": at}).to_json()
+            for path, owner, confidence, at in [
+                ("a.txt", "call_1", "exact", stamps[1]), ("b.txt", "user", "window", stamps[2]),
+                ("a.txt", "call_2", "unknown", stamps[3]), ("c.txt", "user", "window", stamps[0]),
+                ("c.txt", "call_3", "ambiguous", stamps[4]),
+                ("d.txt", "call_4", "exact", stamps[5])]]
+    durable.append_jsonl(guard.store.root / timeline.ATTRIBUTION_FILE, rows)
+    everything = timeline.read_attributions(guard.store)
+    wanted = {"a.txt", "c.txt", "d.txt", "e.txt"}
+    chosen = timeline.read_attributions(guard.store, wanted)
+    assert chosen == [r for r in everything if r.path in wanted]
+    grouped = timeline.by_path(chosen)
+    change = timeline.Change(None, FileState("1" * 40, REGULAR), "call_1", "exact", None, 1)
+    for path in sorted(wanted):
+        item = timeline.PathHistory(path, None, change.after, (change,))
+        for since in (stamps[0], stamps[2], stamps[5]):
+            assert (timeline.foreign_touch(item, since, grouped.get(path, ()))
+                    == timeline.foreign_touch(item, since, everything))
