@@ -8,7 +8,9 @@ runtime calling the Python API.
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +18,7 @@ from typing import Any
 
 from bench.cases import CaseContext, Measurement, Skip, case, timed_once
 from bench.probes import Editor, IndexProbe
-from bench.shell import du_bytes
+from bench.shell import du_bytes, git
 
 
 @contextmanager
@@ -94,3 +96,26 @@ def rollback_one(ctx: CaseContext) -> Measurement:
 @case("gitguard: rollback-files, 100 files", group="gitguard", target="< 100 ms")
 def rollback_hundred(ctx: CaseContext) -> Measurement:
     return _rollback(ctx, 100)
+
+
+@case("anchor: git checkout -- 100 edited files (rollback's writes)", group="anchor")
+def git_checkout_hundred(ctx: CaseContext) -> Measurement:
+    """git's own restore of 100 edited files from the index, like the rollback rows' edits:
+    what writing them costs on this file system, in the same run (one process start
+    included; git also reads and rewrites the whole index, so at 100k files that
+    dominates). Through a copy of the index, so the user's stays as it was."""
+    editor = Editor(ctx.repo)
+    probe = IndexProbe(ctx.repo)
+    private = ctx.scratch / "index"
+    shutil.copyfile(ctx.repo / ".git" / "index", private)
+    env = {"GIT_INDEX_FILE": str(private)}
+    samples: list[float] = []
+    for run in range(ctx.runs + 1):
+        paths = sorted({editor.edit() for _ in range(100)})
+        argv = ("checkout", "--", *paths)
+        ms = timed_once(functools.partial(git, ctx.repo, *argv, env=env))
+        probe.check()
+        if run:
+            samples.append(ms)
+    return Measurement(tuple(samples), None, "git checkout -- PATHS, private index copy",
+                       probe.note())

@@ -30,6 +30,7 @@ LINK = 0o120000
 TREE = 0o040000
 GITLINK = 0o160000
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+KEEP_BYTES = 1 << 20             # current_content keeps the bytes of files up to this size
 
 Kind = Literal["absent", "file", "link", "dir", "special", "beyond"]
 
@@ -107,20 +108,41 @@ def observe(repo: pygit2.Repository, root: Path, rel: str, store_blobs: bool) ->
 
 def current_state(root: Path, rel: str) -> FileState | None | Literal["other"]:
     """The state now, hashed without storing: the last check before a write."""
+    return current_content(root, rel)[0]
+
+
+def current_content(root: Path, rel: str
+                    ) -> tuple[FileState | None | Literal["other"], bytes | None]:
+    """`current_state` and the bytes it hashed (a link's target), read once.
+
+    The bytes serve the patch of what a write replaced without reading the blob back
+    from the object store. pygit2.hash of the bytes is pygit2.hashfile of the file (no
+    filters either way).
+    """
     if blocking_parent(root, rel) is not None:
-        return None
+        return None, None
     full = os.path.join(root, rel)
     try:
         info = os.lstat(full)
     except FileNotFoundError:
-        return None
+        return None, None
     if stat.S_ISDIR(info.st_mode):
-        return None
+        return None, None
     if stat.S_ISLNK(info.st_mode):
-        return FileState(str(pygit2.hash(os.readlink(os.fsencode(full)))), LINK)
+        target = os.readlink(os.fsencode(full))
+        return FileState(str(pygit2.hash(target)), LINK), target
     if not stat.S_ISREG(info.st_mode):
-        return "other"
-    return FileState(str(pygit2.hashfile(full)), git_mode(info.st_mode))
+        return "other", None
+    if info.st_size > KEEP_BYTES:    # a large file is hashed in a stream, not held in memory
+        return FileState(str(pygit2.hashfile(full)), git_mode(info.st_mode)), None
+    fd = os.open(full, os.O_RDONLY)   # follows a link swapped in since the lstat, as hashfile
+    try:                              # does; a raw read: no buffer, no isatty, no seeks
+        data = os.read(fd, info.st_size + 1)
+        while more := os.read(fd, KEEP_BYTES):   # to the end, as hashfile reads
+            data += more
+    finally:
+        os.close(fd)
+    return FileState(str(pygit2.hash(data)), git_mode(info.st_mode)), data
 
 
 def files_under(root: Path, rel: str) -> list[str]:
@@ -148,20 +170,30 @@ def _make_parents(root: Path, rel: str) -> None:
             raise FileExistsError(f"{parent} is not a directory")
 
 
-def _permissions(existing: os.stat_result | None, mode: int) -> int:
+def umask() -> int:
+    """The process umask (reading it means setting it for a moment)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def _permissions(existing: os.stat_result | None, mode: int, mask: int) -> int:
     """Keep the user's permission bits of a file being replaced; git decides only the x bits."""
     if existing is None or not stat.S_ISREG(existing.st_mode):
-        umask = os.umask(0)
-        os.umask(umask)
-        return (0o777 if mode == EXECUTABLE else 0o666) & ~umask
+        return (0o777 if mode == EXECUTABLE else 0o666) & ~mask
     bits = stat.S_IMODE(existing.st_mode)
     if mode == EXECUTABLE:
         return bits | ((bits & 0o444) >> 2) | stat.S_IXUSR
     return bits & ~0o111
 
 
-def write_state(root: Path, rel: str, state: FileState, data: bytes) -> None:
-    """Put `data` at `rel` as a file or a symlink; an empty directory in the way is removed."""
+def write_state(root: Path, rel: str, state: FileState, data: bytes,
+                mask: int | None = None) -> None:
+    """Put `data` at `rel` as a file or a symlink; an empty directory in the way is removed.
+
+    `mask`: the process umask, when the caller writes many files (reading it takes two
+    calls that change it for a moment). Not fsynced, like `git checkout`: see guarded.py.
+    """
     _make_parents(root, rel)
     full = os.path.join(root, rel)
     try:
@@ -177,11 +209,17 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes) -> None:
         if state.mode == LINK:
             os.symlink(data, os.fsencode(tmp))
         else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         _permissions(existing, state.mode))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, _permissions(existing, state.mode))   # open() applied the umask
+            mask = umask() if mask is None else mask
+            wanted = _permissions(existing, state.mode, mask)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, wanted)
+            try:
+                if wanted & ~mask != wanted:
+                    os.fchmod(fd, wanted)   # open() applied the umask to bits the user had
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
         os.replace(tmp, full)
     except BaseException:
         if os.path.lexists(tmp):

@@ -105,7 +105,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    done, raced = _write_all(g, steps)
+    done, raced, known = _write_all(g, steps)
 
     written = {s.path: s.target for s in done}
     post_tree = fileops.tree_with(g.snap.repo, safety_tree, written)
@@ -117,11 +117,14 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     patches: tuple[FilePatchEntry, ...] = ()
     if done:
         # Every difference between the two trees is a path written here (a path replaced by
-        # a directory brings what is under it): the tree diff prunes equal subtrees by id,
-        # and the patch text is made in-process, as call end makes it (no git subprocess).
-        changes = treediff.diff_trees(g.snap.repo, safety_tree, post_tree)
+        # a directory brings what is under it, and then the whole tree diff is needed, which
+        # prunes equal subtrees by id); the patch text is made in-process, as call end makes
+        # it (no git subprocess), from bytes already read.
+        changes = dirty_delta.changes(g.snap.repo, safety_tree, post_tree, written)
+        if changes is None:
+            changes = treediff.diff_trees(g.snap.repo, safety_tree, post_tree)
         patch_ref = g.store.write_artifact(f"patch_{call_id}.diff",
-                                           patchtext.render(g.snap.repo, changes))
+                                           patchtext.render(g.snap.repo, changes, known))
         stamp = clock.stamp()
         patches = tuple(FilePatchEntry(
             path=s.path, before_hash=s.expected.oid if s.expected else None,
@@ -167,31 +170,56 @@ def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | N
             for path, value in targets.items()}
 
 
-def _write_all(g: Guard, steps: Sequence[Step]
-               ) -> tuple[list[Step], list[tuple[Step, FileState | None | Literal["other"]]]]:
-    """Deletions deepest first, then writes shallowest first; each re-checked just before."""
+Raced = list[tuple[Step, FileState | None | Literal["other"]]]
+
+
+def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict[str, bytes]]:
+    """Deletions deepest first, then writes shallowest first; each re-checked just before.
+
+    Also returns the bytes read on the way by blob id (what each path held, what was
+    written) for the patch, so it reads no blob back from the object store.
+
+    No working-tree file is fsynced, as `git checkout` fsyncs none (core.fsync covers
+    objects, refs and the index, never the worktree). A power cut can lose the newest
+    writes: a file then holds what it held before (os.replace is atomic, and ext4's
+    auto_da_alloc flushes a file renamed over another) or, on a file system without
+    that, may come back empty. The user's bytes are not among what it can cost: a path
+    is written only when it holds exactly the agent's last write, and that content is in
+    the pre_rollback checkpoint, whose file, index row and `started` entry were fsynced
+    before the first write here (its blobs, like every snapshot's, are libgit2's loose
+    objects, not fsynced; a path written here had them stored by the agent's post
+    checkpoint, earlier). `rollback-files --to` that checkpoint brings every path back;
+    one holding neither its old nor its planned content becomes a conflict, never
+    overwritten. An fsync per file would be a disk flush per path for content that is
+    derivable anyway: what was written is the target checkpoint's.
+    """
     root = g.ws.root
+    umask = fileops.umask()
     by_path = {s.path: s for s in steps}
     deletions = [by_path[p] for p in fileops.deepest_first(s.path for s in steps
                                                           if s.target is None)]
     writes = sorted((s for s in steps if s.target is not None),
                     key=lambda s: (s.path.count("/"), s.path))
     done: list[Step] = []
-    raced: list[tuple[Step, FileState | None | Literal["other"]]] = []
+    raced: Raced = []
+    known: dict[str, bytes] = {}
     for step in [*deletions, *writes]:
-        found = fileops.current_state(root, step.path)
+        found, held = fileops.current_content(root, step.path)
         if found != step.expected:
             raced.append((step, found))   # the user got there between plan and write
             continue
+        if isinstance(found, FileState) and held is not None:
+            known[found.oid] = held
         try:
             if step.target is None:
                 fileops.delete_path(root, step.path)
             else:
                 data = step.data if step.data is not None else g.snap.read_blob(step.target.oid)
-                fileops.write_state(root, step.path, step.target, data)
+                fileops.write_state(root, step.path, step.target, data, umask)
+                known[step.target.oid] = data
         except OSError:
             raced.append((step, "other"))   # something took the place of a parent directory
             continue
         done.append(step)
         faults.point("rollback.mid_apply")
-    return done, raced
+    return done, raced, known

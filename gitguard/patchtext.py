@@ -13,7 +13,7 @@ deleted, renamed-mode, symlink, submodule, binary and non-UTF-8 paths.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import pygit2
 
@@ -28,8 +28,14 @@ _ESCAPES = {0x07: b"\\a", 0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0B: b"\\v"
 _BODY_STARTS = (b"@@ ", b"GIT binary patch", b"Binary files ")
 
 
-def render(repo: pygit2.Repository, changes: Iterable[Change]) -> bytes:
-    """The patch of these changes (as `diff_trees` lists them), ready for `git apply`."""
+def render(repo: pygit2.Repository, changes: Iterable[Change],
+           known: Mapping[str, bytes] | None = None) -> bytes:
+    """The patch of these changes (as `diff_trees` lists them), ready for `git apply`.
+
+    `known`: blob contents by id the caller already holds (a rollback read them to write
+    or to check the file), so they are not read back from the object store.
+    """
+    known = known or {}
     out: list[bytes] = []
     for change in changes:
         raw = os.fsencode(change.path)
@@ -37,15 +43,15 @@ def render(repo: pygit2.Repository, changes: Iterable[Change]) -> bytes:
         new = (change.new_mode, change.new_oid) if change.new_oid else None
         if old and new and old[0] & _KIND != new[0] & _KIND:
             # git shows a type change (file <-> symlink <-> submodule) as a delete and an add
-            out.append(_section(repo, raw, old, None))
-            out.append(_section(repo, raw, None, new))
+            out.append(_section(repo, raw, old, None, known))
+            out.append(_section(repo, raw, None, new, known))
         else:
-            out.append(_section(repo, raw, old, new))
+            out.append(_section(repo, raw, old, new, known))
     return b"".join(out)
 
 
 def _section(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
-             new: tuple[int, str] | None) -> bytes:
+             new: tuple[int, str] | None, known: Mapping[str, bytes]) -> bytes:
     a, b = _quoted(b"a/" + path), _quoted(b"b/" + path)
     head = [b"diff --git %s %s\n" % (a, b)]
     if old is None and new is not None:
@@ -60,7 +66,7 @@ def _section(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
         same_mode = old is not None and new is not None and old[0] == new[0]
         head.append(b"index %s..%s%s\n" % (old_id.encode(), new_id.encode(),
                                            b" %06o" % old[0] if same_mode and old else b""))
-    body = _body(repo, path, old, new) if old_id != new_id else b""
+    body = _body(repo, path, old, new, known) if old_id != new_id else b""
     if body.startswith(b"@@ "):
         minus = a if old else b"/dev/null"
         plus = b if new else b"/dev/null"
@@ -70,14 +76,14 @@ def _section(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
 
 
 def _body(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
-          new: tuple[int, str] | None) -> bytes:
+          new: tuple[int, str] | None, known: Mapping[str, bytes]) -> bytes:
     """libgit2's hunks (or binary literals) for the two sides, its own header cut off."""
     name = os.fsdecode(path)
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         name = ""       # only used to look up diff attributes; a raw name has none to find
-    patch = pygit2.Patch.create_from(_content(repo, old), _content(repo, new),
+    patch = pygit2.Patch.create_from(_content(repo, old, known), _content(repo, new, known),
                                      old_as_path=name, new_as_path=name,
                                      flag=_FLAGS)
     data = patch.data
@@ -85,12 +91,15 @@ def _body(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
     return data[min(found) + 1:] if found else b""
 
 
-def _content(repo: pygit2.Repository, side: tuple[int, str] | None) -> bytes | None:
+def _content(repo: pygit2.Repository, side: tuple[int, str] | None,
+             known: Mapping[str, bytes]) -> bytes | None:
     if side is None:
         return None
     mode, oid = side
     if mode == _GITLINK:
         return b"Subproject commit %s\n" % oid.encode()     # what git shows for a submodule
+    if oid in known:
+        return known[oid]
     blob = repo[oid]
     assert isinstance(blob, pygit2.Blob)
     return bytes(blob.data)

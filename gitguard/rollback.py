@@ -10,9 +10,12 @@ becomes a CheckpointConflict and is left as it is.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
@@ -23,7 +26,7 @@ from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets
 from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
 from gitguard.timeline import UNKNOWN, PathHistory
-from gitguard.workspace import safe_relpath
+from gitguard.workspace import NON_GIT_STORE, safe_relpath
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -90,6 +93,7 @@ def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
 
 def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution]) -> None:
     """Sort every candidate into a step, a conflict, or a path left alone."""
+    touches = timeline.by_path(records)      # once, not a pass over every record per path
     for item in items:
         agent = item.last_agent_change()
         if item.now == item.base:
@@ -98,7 +102,8 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution])
         if agent is None:
             plan.kept_user.append(item.path)
             continue
-        reason = timeline.foreign_touch(item, plan.checkpoint.created_at, records)
+        reason = timeline.foreign_touch(item, plan.checkpoint.created_at,
+                                        touches.get(item.path, ()))
         if reason is None and item.now == UNKNOWN:
             reason = "it is neither a file nor a symlink now"
         if reason is None and any(s is not None and s.mode == GITLINK
@@ -157,8 +162,16 @@ def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
     return paths
 
 
-def check_path(g: Guard, path: str, source: str) -> None:
-    """A path from the ledger or a checkpoint must name a file inside the workspace as is."""
+def check_path(g: Guard, path: str, source: str,
+               plain_dirs: dict[str, bool] | None = None) -> None:
+    """A path from the ledger or a checkpoint must name a file inside the workspace as is.
+
+    `plain_dirs` (shared across the paths of one rollback) remembers which parent
+    directories are real directories or absent, so a path made of those is accepted by
+    string checks and one lstat per new parent, not a Path walk per path.
+    """
+    if plain_dirs is not None and _plain(g.ws.root, path, plain_dirs):
+        return
     try:
         normal = safe_relpath(g.ws, path)
     except UnsafePath as exc:
@@ -168,6 +181,28 @@ def check_path(g: Guard, path: str, source: str) -> None:
     if normal != path:
         raise UnsafePath(f"{source} names {path!r}, which is not a normalised workspace path",
                          "the store looks edited by hand; nothing was changed")
+
+
+def _plain(root: Path, path: str, plain_dirs: dict[str, bool]) -> bool:
+    """True when `safe_relpath(path) == path` surely holds: a relative path in normal form,
+    not in git's or gitguard's store, no parent a symlink. False: ask safe_relpath."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or parts[0] in (".git", NON_GIT_STORE) or any(
+            part in ("", ".", "..") for part in parts):
+        return False
+    parent = ""
+    for part in parts[:-1]:
+        parent = f"{parent}/{part}" if parent else part
+        if parent not in plain_dirs:
+            try:
+                plain_dirs[parent] = not stat.S_ISLNK(os.lstat(os.path.join(root, parent)).st_mode)
+            except FileNotFoundError:
+                plain_dirs[parent] = True
+            except OSError:
+                plain_dirs[parent] = False
+        if not plain_dirs[parent]:
+            return False
+    return True
 
 
 @dataclass
@@ -187,8 +222,9 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
     line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
                           lambda entry: planned_targets(g, entry))
     sources = _candidates(g, state, line, index.rows)
+    plain_dirs: dict[str, bool] = {}
     for path, source in sources.items():
-        check_path(g, path, source)
+        check_path(g, path, source, plain_dirs)
     repo, root = g.snap.repo, g.ws.root
     observed = {p: fileops.observe(repo, root, p, store_blobs) for p in sorted(sources)}
     cache: dict[tuple[str, str], FileState | None] = {}
@@ -207,7 +243,7 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
 
 def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     plan = Plan(target)
-    decide(plan, facts.items.values(), timeline.read_attributions(g.store))
+    decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items))
     under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
              if facts.observed[s.path].kind == "dir"}
     blocked = obstacles(plan.steps, facts.observed, under)

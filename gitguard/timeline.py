@@ -14,7 +14,7 @@ someone other than the agent. `foreign_touch` is the single place that decides i
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -133,10 +133,23 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
     return PathHistory(path, states[0][1], now, tuple(changes))
 
 
-def read_attributions(store: Store) -> list[Attribution]:
-    """The watcher's records, when a daemon has written them; a torn tail is ignored."""
+def read_attributions(store: Store, paths: Collection[str] | None = None) -> list[Attribution]:
+    """The watcher's records, when a daemon has written them; a torn tail is ignored.
+
+    `paths`: only records of these (a rollback's candidates): a long session's file holds
+    a record per change, and only the candidates' are worth validating.
+    """
     path = store.root / ATTRIBUTION_FILE
-    return [Attribution.model_validate(r) for r in durable.read_jsonl(path).records]
+    return [Attribution.model_validate(r) for r in durable.read_jsonl(path).records
+            if paths is None or not isinstance(r, dict) or r.get("path") in paths]
+
+
+def by_path(records: Iterable[Attribution]) -> dict[str, list[Attribution]]:
+    """Records grouped by path, each group in file order (what foreign_touch reads)."""
+    grouped: dict[str, list[Attribution]] = {}
+    for record in records:
+        grouped.setdefault(record.path, []).append(record)
+    return grouped
 
 
 def _moment(stamp: str) -> datetime:

@@ -96,3 +96,42 @@ def test_a_file_changed_after_planning_is_left_and_reported(repo: Path) -> None:
                      steps=[Step("src/app.py", planned, target)], now={"src/app.py": planned})
     assert done.done == () and [s.path for s, _ in done.raced] == ["src/app.py"]
     assert tree_state(repo)["src/app.py"][1] == b"the user got here first\n"
+
+
+def test_current_content_hashes_like_git_and_returns_those_bytes(tmp_path: Path) -> None:
+    put(tmp_path, "plain.txt", ("file", b"plain\r\nbytes\0\xff", False))
+    put(tmp_path, "run.sh", ("file", b"#!/bin/sh\n", True))
+    put(tmp_path, "link", ("link", b"plain.txt", False))
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(fileops.KEEP_BYTES + 1))
+    for rel in ("plain.txt", "run.sh", "big.bin"):
+        state, data = fileops.current_content(tmp_path, rel)
+        assert state == FileState(str(pygit2.hashfile(str(tmp_path / rel))),
+                                  EXECUTABLE if rel == "run.sh" else REGULAR)
+        assert state == fileops.current_state(tmp_path, rel)
+        assert data == (None if rel == "big.bin" else (tmp_path / rel).read_bytes())
+    assert fileops.current_content(tmp_path, "link") == (
+        FileState(str(pygit2.hash(b"plain.txt")), LINK), b"plain.txt")
+    assert fileops.current_content(tmp_path, "absent") == (None, None)
+    assert fileops.current_content(tmp_path, "plain.txt/below") == (None, None)
+    os.mkfifo(tmp_path / "fifo")
+    assert fileops.current_content(tmp_path, "fifo") == ("other", None)
+
+
+def test_write_state_modes_follow_the_umask_only_for_new_files(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        fileops.write_state(tmp_path, "new.sh", FileState("0" * 40, EXECUTABLE), b"x")
+        fileops.write_state(tmp_path, "new.txt", FileState("0" * 40, REGULAR), b"y",
+                            fileops.umask())
+        assert (tmp_path / "new.sh").stat().st_mode & 0o777 == 0o750
+        assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o640
+        shared = tmp_path / "shared.txt"     # the user's bits outlive the umask
+        shared.write_bytes(b"old")
+        shared.chmod(0o666)
+        fileops.write_state(tmp_path, "shared.txt", FileState("0" * 40, EXECUTABLE), b"z",
+                            fileops.umask())
+        assert shared.stat().st_mode & 0o777 == 0o777 and shared.read_bytes() == b"z"
+    finally:
+        os.umask(old)
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]

@@ -129,3 +129,25 @@ def test_text_patches_are_what_git_diff_tree_prints(tmp_path: Path) -> None:
     theirs = _git(repo, "-c", "core.quotePath=true", "diff-tree", "-p", "--binary",
                   "--full-index", "--no-renames", "--no-color", pre, post)
     assert mine == theirs
+
+
+def test_contents_the_caller_holds_give_the_same_patch(tmp_path: Path) -> None:
+    """A rollback hands over the bytes it read and wrote: the patch equals one read from git."""
+    repo = tmp_path / "r"
+    _git(tmp_path, "init", "-q", str(repo))
+    pre, post = _tree(repo, BEFORE), _tree(repo, AFTER)
+    git_repo = pygit2.Repository(str(repo))
+    changes = diff_trees(git_repo, pre, post)
+    known = {}
+    for change in changes:
+        for oid, mode in ((change.old_oid, change.old_mode), (change.new_oid, change.new_mode)):
+            if oid and mode != 0o160000:
+                blob = git_repo[oid]
+                assert isinstance(blob, pygit2.Blob)
+                known[oid] = bytes(blob.data)
+    assert len(known) > 10
+    assert render(git_repo, changes, known) == render(git_repo, changes)
+    # Nothing is read from the store for a held blob: a different value shows up in the patch.
+    some = next(c for c in changes if c.path == "edit.txt")
+    assert some.new_oid is not None
+    assert b"+held\n" in render(git_repo, [some], {**known, some.new_oid: b"held\n"})

@@ -15,14 +15,14 @@ import pytest
 from rollback_helpers import put, tree_state
 
 from conftest import gg
-from gitguard import checkpoints, durable, fileops, trace
+from gitguard import checkpoints, durable, fileops, rollback, trace
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.models import Attribution
 from gitguard.rollback import rollback_files
 from gitguard.settings import Settings
 from gitguard.snapshot import TreeResult
-from gitguard.workspace import discover
+from gitguard.workspace import discover, safe_relpath
 from gitstate import GitState, fsck_clean
 
 
@@ -180,6 +180,35 @@ def test_a_path_through_a_symlink_out_of_the_workspace_is_refused(repo: Path,
         rollback_files(guard, ckpt)
     assert (elsewhere / "x.txt").read_bytes() == b"agent\n"
     assert not (guard.store.conflicts_path).exists()
+
+
+def test_the_quick_path_check_accepts_only_what_safe_relpath_returns_as_is(
+        repo: Path, tmp_path: Path) -> None:
+    """check_path's string-and-lstat shortcut never accepts a path safe_relpath would
+    refuse or rewrite; each path is checked with the shared cache and without it."""
+    guard = Guard.open(repo)
+    (tmp_path / "elsewhere").mkdir()
+    (repo / "out").symlink_to(tmp_path / "elsewhere")
+    (repo / "in").symlink_to(repo / "src")
+    (repo / "plainfile").write_bytes(b"x")
+    names = ["src/app.py", "new/dir/x", "out/x.txt", "in/app.py", "../x", "src/../../x",
+             "/tmp/gitguard-abs-x", "./src/app.py", "src//app.py", "src/", "src/./app.py",
+             ".git/config", ".agent-runtime/ledger.jsonl", ".gitx/y", "plainfile/below",
+             "caf\udce9/x", "a b/c\\d", ""]
+    shared: dict[str, bool] = {}
+    for name in names:
+        outcomes = []
+        for cache in (shared, {}, None):
+            try:
+                rollback.check_path(guard, name, "test", cache)
+                outcomes.append("ok")
+            except UnsafePath as exc:
+                outcomes.append(exc.message)
+        assert len(set(outcomes)) == 1, (name, outcomes)
+        if rollback._plain(repo, name, {}):
+            assert safe_relpath(guard.ws, name) == name
+    assert rollback._plain(repo, "src/app.py", {}) and not rollback._plain(repo, "out/x", {})
+    assert shared["out"] is False and shared["src"] is True
 
 
 def test_the_watchers_user_record_makes_a_conflict(repo: Path) -> None:

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import git
-from gitguard import checkpoints, dirty_delta, fileops
+from gitguard import checkpoints, dirty_delta, durable, fileops, timeline, treediff
 from gitguard.api import Guard
 from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
+from gitguard.models import Attribution
 from gitguard.rollback import rollback_files
 
 NAMES = ["a", "b", "a/b", "a/c", "a/b/x", "b/a", "c/d/e", "caf\udce9"]
@@ -53,6 +54,39 @@ def test_tree_with_skipping_held_changes_equals_applying_all(
     wanted = _states(repo, edit)
     slow = fileops._tree_with(repo, fileops.parse_tree(repo, base), wanted)
     assert fileops.tree_with(repo, base, wanted) == slow
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(base_steps=st.lists(changes, max_size=3), edit=changes)
+def test_changes_at_written_paths_equal_the_tree_diff(
+        tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
+        edit: dict[str, tuple[bytes, int] | None]) -> None:
+    """The rollback patch's change list from lookups equals treediff's wherever it answers."""
+    repo_dir = tmp_path / "objects.git"
+    repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
+            else pygit2.init_repository(str(repo_dir), bare=True))
+    base = EMPTY_TREE
+    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    for raw in base_steps:
+        base = fileops._tree_with(repo, fileops.parse_tree(repo, base), _states(repo, raw))
+    wanted = _states(repo, edit)
+    new = fileops.tree_with(repo, base, wanted)
+    fast = dirty_delta.changes(repo, base, new, wanted)
+    if fast is not None:
+        assert fast == treediff.diff_trees(repo, base, new)
+
+
+def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None:
+    repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
+    base = fileops._tree_with(repo, fileops.parse_tree(repo, EMPTY_TREE), _states(repo, {
+        "a/b": (b"one\n", REGULAR), "a/c": (b"two\n", REGULAR), "l": (b"a/b", LINK)}))
+    wanted = _states(repo, {"a/b": (b"two\n", EXECUTABLE), "a/c": None, "l": (b"x\n", REGULAR),
+                            "n/new": (b"", REGULAR), "gone": None})
+    new = fileops.tree_with(repo, base, wanted)
+    fast = dirty_delta.changes(repo, base, new, wanted)
+    assert fast is not None and [c.status for c in fast] == ["M", "D", "T", "A"]
+    assert fast == treediff.diff_trees(repo, base, new)
 
 
 def _walk_dirty(guard: Guard, limit_files: int, seed: int, rounds: int) -> int:
@@ -144,3 +178,30 @@ def test_rollback_patch_without_pathspec_equals_the_one_limited_to_written_paths
         subprocess.run(["git", "apply", "-R", "--check"], cwd=repo, input=stored, check=True)
     finally:
         guard.close()
+
+
+def test_attribution_records_read_for_the_candidates_decide_as_all_of_them(repo: Path) -> None:
+    """Filtered on read and grouped by path, the watcher's records give each path the
+    verdict a pass over every record gives."""
+    guard = Guard.open(repo)
+    guard.store.root.mkdir(parents=True, exist_ok=True)
+    stamps = [f"2026-01-01T00:00:0{i}.000Z" for i in range(6)]
+    rows = [Attribution.model_validate({"path": path, "owner": owner, "confidence": confidence,
+                                        "at": at}).to_json()
+            for path, owner, confidence, at in [
+                ("a.txt", "call_1", "exact", stamps[1]), ("b.txt", "user", "window", stamps[2]),
+                ("a.txt", "call_2", "unknown", stamps[3]), ("c.txt", "user", "window", stamps[0]),
+                ("c.txt", "call_3", "ambiguous", stamps[4]),
+                ("d.txt", "call_4", "exact", stamps[5])]]
+    durable.append_jsonl(guard.store.root / timeline.ATTRIBUTION_FILE, rows)
+    everything = timeline.read_attributions(guard.store)
+    wanted = {"a.txt", "c.txt", "d.txt", "e.txt"}
+    chosen = timeline.read_attributions(guard.store, wanted)
+    assert chosen == [r for r in everything if r.path in wanted]
+    grouped = timeline.by_path(chosen)
+    change = timeline.Change(None, FileState("1" * 40, REGULAR), "call_1", "exact", None, 1)
+    for path in sorted(wanted):
+        item = timeline.PathHistory(path, None, change.after, (change,))
+        for since in (stamps[0], stamps[2], stamps[5]):
+            assert (timeline.foreign_touch(item, since, grouped.get(path, ()))
+                    == timeline.foreign_touch(item, since, everything))
