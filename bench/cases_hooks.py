@@ -3,8 +3,9 @@
 Each row runs the real thing in a subprocess: the installed `sh` shim for git hooks
 (which starts the native client when `hooks install` could build it, else
 `python -S -P hookmain.py hook git ...`), and the command `gitguard integrate
-claude-code` writes, through `sh -c` as Claude Code runs it, with a JSON event on stdin. The daemon rows start `gitguard daemon` first and skip, saying why,
-on a build that has none.
+claude-code` writes, through `sh -c` as Claude Code runs it, with a JSON event on
+stdin. The daemon rows start `gitguard daemon` first and skip, saying why, on a build
+that has none.
 """
 
 from __future__ import annotations
