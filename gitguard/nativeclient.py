@@ -85,8 +85,11 @@ def build(store_dir: Path, python: str | None = None) -> Path | None:
         program.write_bytes(_config(python) + source)
         output = Path(tmp) / NAME
         try:
+            # cc finds `as` and `ld` through PATH: an environment without one (the bench
+            # clears it) gets the default search path, as a shell would use.
+            env = {**os.environ, "PATH": os.environ.get("PATH") or os.defpath}
             done = subprocess.run([cc, "-O2", "-o", str(output), str(program)],
-                                  stdin=subprocess.DEVNULL, capture_output=True,
+                                  stdin=subprocess.DEVNULL, capture_output=True, env=env,
                                   timeout=BUILD_TIMEOUT_S, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
