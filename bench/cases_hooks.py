@@ -1,9 +1,11 @@
 """Hook rows: the wall time of one hook invocation, as git and Claude Code start it.
 
 Each row runs the real thing in a subprocess: the installed `sh` shim for git hooks
-(which starts `python -m gitguard hook git ...`), and `gitguard hook claude-code` with a
-JSON event on stdin. The daemon rows start `gitguard daemon` first and skip, saying why,
-on a build that has none.
+(which starts the native client when `hooks install` could build it, else
+`python -S -P hookmain.py hook git ...`), and the command `gitguard integrate
+claude-code` writes, through `sh -c` as Claude Code runs it, with a JSON event on
+stdin. The daemon rows start `gitguard daemon` first and skip, saying why, on a build
+that has none.
 """
 
 from __future__ import annotations
@@ -59,6 +61,18 @@ def _prepared(ctx: CaseContext) -> None:
     except RuntimeError as exc:
         raise Skip(f"`gitguard hooks install` not usable: {exc}") from exc
     _cli(ctx, "checkpoint", "--kind", "manual", "--step", "s0")
+
+
+def _claude_command(ctx: CaseContext) -> list[str]:
+    """The command `gitguard integrate claude-code` writes, run as Claude Code runs it
+    (`sh -c`); the older `python -m gitguard` on a build without `integrate`."""
+    try:
+        _cli(ctx, "integrate", "claude-code")
+        settings = json.loads((ctx.repo / ".claude" / "settings.local.json").read_text())
+        command = str(settings["hooks"]["PreToolUse"][-1]["hooks"][-1]["command"])
+    except (RuntimeError, OSError, ValueError, KeyError, IndexError):
+        return [sys.executable, "-m", "gitguard", "hook", "claude-code"]
+    return ["sh", "-c", command]
 
 
 def _measure(ctx: CaseContext, step: Callable[[int], float], note: str) -> Measurement:
@@ -120,6 +134,10 @@ def _claude_code(ctx: CaseContext, daemon: bool) -> Measurement:
     _prepared(ctx)
     editor = Editor(ctx.repo)
     posts: list[float] = []
+    hook = _claude_command(ctx)
+
+    def send(payload: bytes) -> bytes:
+        return run(hook, cwd=ctx.repo, env=_env(daemon), input_bytes=payload)
 
     def event(name: str, call: str, rel: str) -> bytes:
         tool_input = {"file_path": str(ctx.repo / rel), "old_string": "", "new_string": "#"}
@@ -130,17 +148,16 @@ def _claude_code(ctx: CaseContext, daemon: bool) -> Measurement:
 
     def step(i: int) -> float:
         rel, call = editor.pick(), f"toolu_bench_{i + 1}"
-        pre = timed_once(lambda: _cli(ctx, "hook", "claude-code", daemon=daemon,
-                                      stdin=event("PreToolUse", call, rel)))
+        pre = timed_once(lambda: send(event("PreToolUse", call, rel)))
         editor.touch(rel)
-        posts.append(timed_once(lambda: _cli(ctx, "hook", "claude-code", daemon=daemon,
-                                             stdin=event("PostToolUse", call, rel))))
+        posts.append(timed_once(lambda: send(event("PostToolUse", call, rel))))
         return pre
 
     with _daemon(ctx, daemon):
         measured = _measure(ctx, step, "")
-    note = (f"PreToolUse timed (call begin + pre snapshot); median PostToolUse "
-            f"{statistics.median(posts[1:]):.1f} ms (call end + post snapshot + patch)")
+    note = (f"`{' '.join(hook)[-60:]}`: PreToolUse timed (call begin + pre snapshot); median "
+            f"PostToolUse {statistics.median(posts[1:]):.1f} ms (call end + post snapshot "
+            "+ patch)")
     return Measurement(measured.samples_ms, measured.bytes_added, note, measured.index)
 
 

@@ -25,7 +25,9 @@ def stamp(at: float) -> str:
     return clock.stamp(datetime.fromtimestamp(at, UTC))
 
 
-def append(store: Store, verdicts: Iterable[Verdict]) -> list[Attribution]:
+def append(store: Store, verdicts: Iterable[Verdict], sync: bool = True) -> list[Attribution]:
+    """Append the records; `sync=False` leaves the fsync to `fsync` (the daemon batches it
+    at idle: another process reads the rows at once, a power cut may lose the newest)."""
     records = [Attribution(path=v.path, owner=v.owner, confidence=v.confidence, at=stamp(v.at))
                for v in verdicts]
     if not records:
@@ -33,8 +35,23 @@ def append(store: Store, verdicts: Iterable[Verdict]) -> list[Attribution]:
     # Only the lock and this journal's own repair: the rest of the store is not touched.
     with store.lock.held():
         durable.repair_torn_tail(store.attribution_path)
-        durable.append_jsonl(store.attribution_path, [r.to_json() for r in records])
+        # The append that creates the file is synced (with its directory): `fsync` then
+        # has only the file's data to flush.
+        sync = sync or not store.attribution_path.exists()
+        durable.append_jsonl(store.attribution_path, [r.to_json() for r in records], sync=sync)
     return records
+
+
+def fsync(store: Store) -> None:
+    """Make the rows appended with `sync=False` durable."""
+    try:
+        fd = os.open(store.attribution_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read(store: Store) -> list[Attribution]:

@@ -49,6 +49,8 @@ DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is qu
 PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted
 IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays near zero)
 BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
+SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause this long
+SYNC_MAX_S = 1.0            # or at the latest this long after the first unsynced row
 RESTORE_MAX_S = 300.0       # a restore that never says it ended stops being exempt
 
 
@@ -143,6 +145,9 @@ class Daemon:
             except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
                 self.log.exception("request failed")
                 item.done.put((False, f"{type(exc).__name__}: {exc}"))
+            since = engine.unsynced_since
+            if since is not None and time.monotonic() - since >= SYNC_MAX_S:
+                self.idle()     # calls back to back: a batch of rows, fsynced once
         else:
             engine.absorb(item)
 
@@ -151,6 +156,8 @@ class Daemon:
         now = time.monotonic()
         if now < self.backoff_until:
             return self.backoff_until - now
+        if engine.unsynced_since is not None:
+            return SYNC_AFTER_S
         if engine.tracker.outside or engine.rescan_reason:
             return max(0.0, engine.last_event + DEBOUNCE_S - now)
         return IDLE_WAKE_S
@@ -159,6 +166,7 @@ class Daemon:
         """Quiet for a moment: rescan if one is due, record the user's changes, pack."""
         engine = self.engine
         try:
+            engine.sync_records()
             if engine.rescan_reason:
                 engine.rescan(engine.rescan_reason)
             if engine.tracker.outside and time.monotonic() - engine.last_event >= DEBOUNCE_S:
@@ -243,6 +251,7 @@ class Daemon:
         with self.guard.store.writing():
             self.engine.tree_now()
             self.engine.record(self.engine.tracker.flush_user())
+        self.engine.sync_records()      # what a rollback decides on is durable first
         return {"records": self.engine.counts["records"]}
 
     def restore_begin(self) -> dict[str, Any]:
@@ -253,6 +262,7 @@ class Daemon:
         tree = self.engine.rescan("before a restore")
         with self.guard.store.writing():
             self.engine.record([])
+        self.engine.sync_records()
         self.engine.suspended_until = time.monotonic() + RESTORE_MAX_S
         return {"tree": tree.tree}
 
@@ -261,6 +271,7 @@ class Daemon:
             tree = self.engine.tree_now()       # the restore's events, unattributed
             self.engine.suspended_until = 0.0
             self.engine.recorded_tree = tree.tree
+            self.engine.sync_records()
             self.engine.save_state()
         return {"tree": tree.tree}
 
@@ -296,7 +307,8 @@ class Daemon:
         argv, cwd = args.get("argv"), args.get("cwd")
         if not isinstance(argv, list) or not isinstance(cwd, str) or not self._mine(cwd):
             return {"fallback": True, "reason": "another workspace"}
-        stdin = base64.b64decode(args["stdin"]) if args.get("stdin") else b""
+        raw = args.get("stdin")     # bytes from the native client, base64 text in JSON
+        stdin = raw if isinstance(raw, bytes) else base64.b64decode(raw) if raw else b""
         env = args.get("env") if isinstance(args.get("env"), dict) else None
         with _client_context(cwd, env, stdin) as (out, err):
             code = cli.run(["-C", cwd, *[str(a) for a in argv]], self._open_guard)

@@ -85,6 +85,7 @@ def start(ws: Workspace, timeout: float = START_TIMEOUT_S) -> Started:
          "--foreground"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True, close_fds=True)
+    _native_client(store_dir)   # while the daemon scans
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if client.alive(str(store_dir)):
@@ -100,6 +101,15 @@ def start(ws: Workspace, timeout: float = START_TIMEOUT_S) -> Started:
         time.sleep(0.02)
     raise GitguardError(f"the daemon did not answer within {timeout:.0f} s",
                         f"see {store_dir / LOG_NAME}; `gitguard daemon stop` ends it")
+
+
+def _native_client(store_dir: Path) -> None:
+    """Build (or keep) the native hook client the installed hooks run: a gitguard that
+    changed since they were installed gets a matching one. Never fails the start."""
+    from gitguard import nativeclient
+
+    with suppress(OSError, GitguardError):
+        nativeclient.build(store_dir)
 
 
 def _last_error(stderr: str, store_dir: Path) -> str:

@@ -90,6 +90,7 @@ class Engine:
         self.tokens = itertools.count(1)
         self.ignored_memo: dict[bytes, bool] = {}
         self.last_event = 0.0
+        self.unsynced_since: float | None = None  # attribution rows not fsynced since then
         self.counts: collections.Counter[str] = collections.Counter()
         self.state_path = store.root / "daemon.state"
         if not self.ws.is_git and self.repo.workdir is None:
@@ -112,6 +113,7 @@ class Engine:
                 self.tree_now()
                 self.record(self.tracker.flush_user())
                 self.resync()
+                self.sync_records()
         finally:
             self.source.stop()
 
@@ -345,18 +347,32 @@ class Engine:
             verdict = by_path.get(path) or _nearest_parent(by_path, path)
             if verdict is not None:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
-        self.persist(kept)
         self.recorded_tree = current
-        self.save_state()
+        if self.persist(kept, sync=False):
+            self.unsynced_since = self.unsynced_since or time.monotonic()
+        if self.unsynced_since is None:
+            self.save_state()
 
     def _reopen_windows(self) -> None:
         for entry in ledger.read(self.store).in_order():
             if entry.status == "started":
                 self.opened(entry, _input_of(self.store, entry))
 
-    def persist(self, verdicts: Iterable[Verdict]) -> None:
-        written = attrlog.append(self.store, verdicts)
+    def persist(self, verdicts: Iterable[Verdict], sync: bool = True) -> int:
+        written = attrlog.append(self.store, verdicts, sync)
         self.counts["records"] += len(written)
+        return len(written)
+
+    def sync_records(self) -> None:
+        """The daemon's idle time (and stop): the rows of the calls since are fsynced, then
+        daemon.state may say they are recorded. A killed daemon loses no row (they are
+        written); a power cut may lose the newest, and then daemon.state is older too, so
+        the next start finds their paths again (unknown, or the checkpoints' witness)."""
+        if self.unsynced_since is None:
+            return
+        attrlog.fsync(self.store)
+        self.unsynced_since = None
+        self.save_state()
 
     # --- daemon.state -------------------------------------------------------------------
     def _baselines(self) -> list[str]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitguard.snapshot import Change, Snapshotter, TreeResult
+from gitguard.snapshot import EMPTY_TREE, Change, Snapshotter, TreeResult
 from gitguard.treediff import diff_trees
 
 __all__ = ["DaemonSnapshotter", "blob_at", "diff_trees"]
@@ -16,9 +17,50 @@ if TYPE_CHECKING:
 
 
 class DaemonSnapshotter(Snapshotter):
-    """A Snapshotter whose trees come from the engine and whose diffs stay in-process."""
+    """A Snapshotter whose trees come from the engine and whose diffs stay in-process.
+
+    It also keeps the whole dirty set (paths where the newest snapshot differs from
+    HEAD), not only the first 200 a checkpoint stores: the next checkpoint's summary is
+    that set updated at the paths this snapshot changed, O(changed). Without it, once
+    200 paths were dirty every checkpoint diffed HEAD against the snapshot, a walk of
+    every directory holding a dirty path (per call 138 -> 182 ms from 600 to 1,000
+    dirty files at 100k)."""
 
     engine: Engine
+    _dirty: tuple[str, str | None, set[str]] | None = None    # (tree, HEAD, dirty paths)
+
+    def dirty_against_head(self, tree: str, limit: int = 200) -> tuple[list[str], int]:
+        head, _ = self.head_info()
+        paths = [c.path for c in self.diff(self.tree_of(head) if head else EMPTY_TREE, tree)]
+        self._dirty = (tree, head, set(paths))
+        return paths[:limit], len(paths)
+
+    def dirty_since(self, before: tuple[str, tuple[str, ...], int], result: TreeResult,
+                    head: str | None, limit: int = 200) -> tuple[list[str], int] | None:
+        known, self._dirty = self._dirty, None
+        if known is None or known[0] != before[0] or known[1] != head:
+            found = super().dirty_since(before, result, head, limit)
+            if found is not None and len(found[0]) == found[1]:     # the whole set
+                self._dirty = (result.tree, head, set(found[0]))
+            return found
+        new = self.repo.get(result.tree)
+        base = self.repo.get(self.tree_of(head)) if head else None
+        if not isinstance(new, pygit2.Tree) or not (base is None or isinstance(base, pygit2.Tree)):
+            return None
+        dirty = known[2]
+        try:
+            # Elsewhere the new tree equals the old one, so whether it differs from HEAD
+            # is what it was.
+            for change in self.diff(known[0], result.tree):
+                if _file_at(base, change.path) != _file_at(new, change.path):
+                    dirty.add(change.path)
+                else:
+                    dirty.discard(change.path)
+        except UnicodeEncodeError:
+            return None
+        self._dirty = (result.tree, head, dirty)
+        # git's diff order: trees sort as "name/", which is the bytewise order of full paths.
+        return sorted(dirty, key=os.fsencode)[:limit], len(dirty)
 
     def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
         if changed is None:
@@ -27,6 +69,18 @@ class DaemonSnapshotter(Snapshotter):
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         return diff_trees(self.repo, old_tree, new_tree)
+
+
+def _file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, pygit2.Oid] | None:
+    """The file (blob, link or gitlink) at `path`; None for nothing or a directory."""
+    if tree is None:
+        return None
+    path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return None if entry.type_str == "tree" else (entry.filemode, entry.id)
 
 
 def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:

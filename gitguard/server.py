@@ -19,11 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitguard.client import SOCKET_NAME
+from gitguard.client import SOCKET_NAME, out_bytes
 from gitguard.engine import Item, Job
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 _MAX_REQUEST = 64 * 1024 * 1024
+MAGIC = b"GGB1"         # the native client's framing; a JSON request starts with "{"
+_U32 = struct.Struct(">I")
 
 
 class SocketServer:
@@ -107,7 +109,9 @@ class SocketServer:
                 if uid != os.getuid():
                     self.log.warning("refused a connection from uid %d", uid)
                     return
-                request = _read_request(conn)
+                data = _read_request(conn)
+                binary = data is not None and data.startswith(MAGIC)
+                request = decode_binary(data) if binary else _json_request(data)
                 if request is None:
                     return
                 if self._stopping.is_set():
@@ -122,7 +126,8 @@ class SocketServer:
                                   f"Hint: this is a bug in gitguard; see {self.store_dir}"
                                   "/daemon.log\n"}
                 conn.settimeout(None)
-                conn.sendall(json.dumps(answer, ensure_ascii=True).encode())
+                conn.sendall(encode_binary(answer) if binary else
+                             json.dumps(answer, ensure_ascii=True).encode())
         except OSError as exc:
             self.log.warning("connection failed: %s", exc)
         finally:
@@ -130,7 +135,7 @@ class SocketServer:
                 self._conns.discard(threading.current_thread())
 
 
-def _read_request(conn: socket.socket) -> dict[str, Any] | None:
+def _read_request(conn: socket.socket) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -141,8 +146,73 @@ def _read_request(conn: socket.socket) -> dict[str, Any] | None:
         size += len(chunk)
         if size > _MAX_REQUEST:
             return None
+    return b"".join(chunks)
+
+
+def _json_request(data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
     try:
-        value = json.loads(b"".join(chunks))
+        value = json.loads(data)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def decode_binary(data: bytes | None) -> dict[str, Any] | None:
+    """The native client's request (gitguard/nativeclient.c), as the JSON one reads:
+    MAGIC, then big-endian u32-prefixed fields: op, cwd, argc + args, envc + "K=V"
+    entries, a stdin flag and stdin's bytes. Bytes become str as Python's own argv
+    and environ do (file system encoding, surrogate escapes). None when malformed."""
+    if data is None:
+        return None
+    fields = _Fields(data, len(MAGIC))
+    try:
+        op, cwd = fields.text(), fields.text()
+        argv = [fields.text() for _ in range(fields.count())]
+        env: dict[str, str] = {}
+        for _ in range(fields.count()):
+            key, sep, value = fields.text().partition("=")
+            if sep and key not in env:
+                env[key] = value
+        has_stdin = fields.count()
+        stdin = fields.raw()
+        if fields.at != len(data):
+            return None
+    except ValueError:
+        return None
+    return {"op": op, "args": {"argv": argv, "cwd": cwd, "env": env,
+                               "stdin": stdin if has_stdin else None}}
+
+
+class _Fields:
+    def __init__(self, data: bytes, at: int) -> None:
+        self.data, self.at = data, at
+
+    def count(self) -> int:
+        if self.at + 4 > len(self.data):
+            raise ValueError("truncated")
+        value: int = _U32.unpack_from(self.data, self.at)[0]
+        self.at += 4
+        return value
+
+    def raw(self) -> bytes:
+        size = self.count()
+        if self.at + size > len(self.data):
+            raise ValueError("truncated")
+        self.at += size
+        return self.data[self.at - size:self.at]
+
+    def text(self) -> str:
+        return os.fsdecode(self.raw())
+
+
+def encode_binary(answer: dict[str, Any]) -> bytes:
+    """MAGIC, u8 "declined" (the client does the work itself), i32 exit code, then
+    u32-prefixed stdout and stderr bytes (the reason, when declined)."""
+    declined = bool(answer.get("fallback"))
+    code = answer.get("exit", 3)
+    out = b"" if declined else out_bytes(answer.get("stdout"))
+    err = out_bytes(answer.get("reason") if declined else answer.get("stderr"))
+    return b"".join((MAGIC, struct.pack(">Bi", declined, code if isinstance(code, int) else 3),
+                     _U32.pack(len(out)), out, _U32.pack(len(err)), err))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitguard import durable
+from gitguard import durable, nativeclient
 from gitguard.errors import GitguardError
 from gitguard.workspace import Workspace
 
@@ -46,7 +46,11 @@ def settings_path(ws: Workspace) -> Path:
     return ws.root / ".claude" / "settings.local.json"
 
 
-def command(python: str | None = None) -> str:
+def command(python: str | None = None, native: Path | None = None) -> str:
+    """The native client when built (no interpreter start while the daemon answers; it
+    runs Python itself otherwise), else the interpreter. Both contain MARKER."""
+    if native is not None:
+        return f"{shlex.quote(str(native))} hook claude-code"
     return f"{shlex.quote(python or sys.executable)} -m {MARKER}"
 
 
@@ -129,7 +133,8 @@ def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None,
     before = _load(path)
     after = _without_ours(copy.deepcopy(before))
     if not remove:
-        after = _with_ours(after, command(python), events)
+        native = nativeclient.build(ws.store_dir, python) if ws.store_dir.is_dir() else None
+        after = _with_ours(after, command(python, native), events)
     if after == before:
         return Result(path, changed=False, removed=remove, events=_names(events))
     if remove and not after:

@@ -25,10 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gitguard import durable
+from gitguard import durable, nativeclient
 from gitguard.errors import GitguardError
 from gitguard.gitcmd import run_git
 from gitguard.integrations.git_hooks import HOOKS
+from gitguard.store import Store
 from gitguard.workspace import Workspace
 
 SHIM_ID = "gitguard-shim-7c1e9a2f5b04d3e8"
@@ -37,6 +38,7 @@ PRE_COMMIT_LEGACY = ".legacy"  # where pre-commit keeps the hook it replaced (ma
 _PYTHON_LINE = re.compile(rb"^python=''(?=  #)", re.MULTILINE)
 _RECORDED = re.compile(rb"^python=(.*?)  #", re.MULTILINE)
 _LAUNCHER_LINE = re.compile(rb"^launcher=''(?=  #)", re.MULTILINE)
+_NATIVE_LINE = re.compile(rb"^native=''(?=  #)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def template(name: str) -> bytes:
     return resources.files("gitguard").joinpath("hookshims", name).read_bytes()
 
 
-def render(name: str, python: str) -> bytes:
+def render(name: str, python: str, native: Path | None = None) -> bytes:
     """The shim for `name` with the interpreter that runs gitguard written into it."""
     quoted = shlex.quote(python).encode()
     shim, count = _PYTHON_LINE.subn(lambda _: b"python=" + quoted, template(name))
@@ -86,6 +88,9 @@ def render(name: str, python: str) -> bytes:
     if launcher.is_file():      # not inside a zip: the shim runs it without site-packages
         where = shlex.quote(str(launcher)).encode()
         shim = _LAUNCHER_LINE.sub(lambda _: b"launcher=" + where, shim, count=1)
+    if native is not None:      # the native client: no interpreter start while a daemon answers
+        where = shlex.quote(str(native)).encode()
+        shim = _NATIVE_LINE.sub(lambda _: b"native=" + where, shim, count=1)
     return shim
 
 
@@ -156,10 +161,12 @@ def install(ws: Workspace, python: str | None = None) -> Report:
                 f"gitguard keeps your hook as {kept.name}; move one of the two away, then run "
                 "`gitguard hooks install` again")
     where.path.mkdir(parents=True, exist_ok=True)
+    Store(ws).create()      # the native client is built into it
+    native = nativeclient.build(ws.store_dir, python)
     states = []
     for name in HOOKS:
         hook, kept, legacy = _paths(where, name)
-        shim = render(name, python)
+        shim = render(name, python, native)
         if is_ours(legacy) and not is_ours(hook):
             # Another tool (pre-commit) took the hook's place and runs ours as <name>.legacy.
             target, action = legacy, "updated under another tool's hook"
