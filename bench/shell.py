@@ -51,8 +51,9 @@ def isolate_this_process() -> None:
     Called once by the CLI entry point, before anything imports pygit2, because
     libgit2 reads HOME and the config search path when it first starts.
     """
+    env = isolated_env()        # read before clearing: PATH and the rest must survive
     os.environ.clear()
-    os.environ.update(isolated_env())
+    os.environ.update(env)
 
 
 def run(
