@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitguard.snapshot import EMPTY_TREE, Change, Snapshotter, TreeResult
+from gitguard.snapshot import EMPTY_TREE, Change, Snapshotter, TreeResult, file_at
 from gitguard.treediff import diff_trees
 
 __all__ = ["DaemonSnapshotter", "blob_at", "diff_trees"]
@@ -52,7 +52,7 @@ class DaemonSnapshotter(Snapshotter):
             # Elsewhere the new tree equals the old one, so whether it differs from HEAD
             # is what it was.
             for change in self.diff(known[0], result.tree):
-                if _file_at(base, change.path) != _file_at(new, change.path):
+                if file_at(base, change.path) != file_at(new, change.path):
                     dirty.add(change.path)
                 else:
                     dirty.discard(change.path)
@@ -69,18 +69,6 @@ class DaemonSnapshotter(Snapshotter):
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         return diff_trees(self.repo, old_tree, new_tree)
-
-
-def _file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, pygit2.Oid] | None:
-    """The file (blob, link or gitlink) at `path`; None for nothing or a directory."""
-    if tree is None:
-        return None
-    path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    return None if entry.type_str == "tree" else (entry.filemode, entry.id)
 
 
 def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:

@@ -363,7 +363,7 @@ class Snapshotter:
             return None
         try:
             dirty = [p for p in {*old_dirty, *result.changed}
-                     if _entry(base, p) != _entry(new, p)]
+                     if file_at(base, p) != file_at(new, p)]
         except UnicodeEncodeError:
             return None
         # git's diff order: trees sort as "name/", which is the bytewise order of full paths.
@@ -380,7 +380,7 @@ class Snapshotter:
         return bytes(obj.data)
 
 
-def _entry(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
+def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
     """The file (blob, link or gitlink) at `path`, None for nothing or a directory."""
     if tree is None:
         return None
