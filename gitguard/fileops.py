@@ -31,6 +31,7 @@ TREE = 0o040000
 GITLINK = 0o160000
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 KEEP_BYTES = 1 << 20             # current_content keeps the bytes of files up to this size
+TEMP_INFIX = ".gitguard-"        # write_state's temporary files: `.NAME.gitguard-<8 hex>.tmp`
 
 Kind = Literal["absent", "file", "link", "dir", "special", "beyond"]
 
@@ -164,8 +165,11 @@ def _make_parents(root: Path, rel: str) -> None:
         try:
             info = os.lstat(parent)
         except FileNotFoundError:
-            os.mkdir(parent)
-            continue
+            try:
+                os.mkdir(parent)
+                continue
+            except FileExistsError:     # a concurrent writer made it: check what it is
+                info = os.lstat(parent)
         if not stat.S_ISDIR(info.st_mode):
             raise FileExistsError(f"{parent} is not a directory")
 
@@ -204,7 +208,7 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes,
         os.rmdir(full)   # the plan checked it is empty; rmdir refuses otherwise
         existing = None
     head, name = os.path.split(full)
-    tmp = os.path.join(head, f".{name}.gitguard-{secrets.token_hex(4)}.tmp")
+    tmp = os.path.join(head, f".{name}{TEMP_INFIX}{secrets.token_hex(4)}.tmp")
     try:
         if state.mode == LINK:
             os.symlink(data, os.fsencode(tmp))

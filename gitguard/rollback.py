@@ -23,7 +23,7 @@ import pygit2
 from gitguard import checkpoints, clock, conflicts, fileops, ledger, remote, timeline, trace
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
-from gitguard.guarded import Applied, Step, apply, planned_targets
+from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
 from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
 from gitguard.timeline import UNKNOWN, PathHistory
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
@@ -267,6 +267,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
             return result
+        sweep_interrupted(g, facts.state)
 
         result.applied = apply(
             g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
