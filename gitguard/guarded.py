@@ -30,6 +30,7 @@ from gitguard import (
     ledger,
     patchtext,
     treediff,
+    treeedit,
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
@@ -86,7 +87,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         raise GitguardError("there is no checkpoint to build the safety snapshot on",
                             "take one with `gitguard checkpoint`")
     call_id = next_call_id(state, id_prefix)
-    safety_tree = fileops.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
+    safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
     safety = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
         tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
@@ -113,7 +114,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     done, raced, known = _write_all(g, steps)
 
     written = {s.path: s.target for s in done}
-    post_tree = fileops.tree_with(g.snap.repo, safety_tree, written)
+    post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
     post = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="post",
         tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
@@ -177,8 +178,7 @@ def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | N
 
 Raced = list[tuple[Step, FileState | None | Literal["other"]]]
 
-PARALLEL_FROM = 8      # fewer writes go one by one: a thread pool costs more than it saves
-WRITERS = 4            # measured: 4 threads beat 8 on a 2-core machine
+
 
 
 def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict[str, bytes]]:
@@ -246,17 +246,16 @@ def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict
     for step in deletions:
         settle(step, one(step))
     # No write's path lies under another's (a tree holds no file below a file), so the
-    # writes are independent: on files spread over many directories each replace waits
-    # on the file system's journal, and a few threads overlap those waits (about 3x on
-    # ext4 for 100 files in 100 directories). Parents two writes share are made once
-    # (fileops tolerates the race). A kill can leave a writer's temporary file beside its
-    # path (as a kill in the sequential loop can): `.NAME.gitguard-XXXXXXXX.tmp`, ours by
-    # name, swept by the next rollback of these paths (fileops.sweep_temps).
-    if len(writes) < PARALLEL_FROM:
+    # writes are independent and overlap in a few threads (fileops.PARALLEL_FROM); parents
+    # two writes share are made once (fileops tolerates the race). A kill can leave a
+    # writer's temporary file beside its path (as a kill in a one-by-one loop can):
+    # `.NAME.gitguard-XXXXXXXX.tmp`, ours by name, swept by the next rollback of these
+    # paths (sweep_interrupted).
+    if len(writes) < fileops.PARALLEL_FROM:
         for step in writes:
             settle(step, one(step))
     else:
-        with ThreadPoolExecutor(WRITERS, thread_name_prefix="gitguard-write") as pool:
+        with ThreadPoolExecutor(fileops.THREADS, thread_name_prefix="gitguard-write") as pool:
             for step, outcome in zip(writes, pool.map(one, writes), strict=True):
                 settle(step, outcome)
     return done, raced, known

@@ -15,7 +15,7 @@ import pytest
 from rollback_helpers import put, tree_state
 
 from conftest import gg
-from gitguard import checkpoints, durable, fileops, rollback, trace
+from gitguard import checkpoints, durable, fileops, rollback, trace, treeedit
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.models import Attribution
@@ -315,7 +315,7 @@ def test_a_checkpoint_tree_naming_a_path_outside_is_refused(repo: Path) -> None:
     entry = guard.begin_call("Bash", {"command": "crashes"})          # never ended
     pre = guard.load_checkpoint(entry.pre_checkpoint_id or "")
     git_repo = guard.snap.repo
-    escape = fileops.tree_with(git_repo, fileops.EMPTY_TREE,
+    escape = treeedit.tree_with(git_repo, fileops.EMPTY_TREE,
                                {"x": fileops.FileState(str(git_repo.create_blob(b"x")),
                                                        fileops.REGULAR)})
     forged = guard.snap.tree_of(pre.snapshot_commit)

@@ -1,4 +1,4 @@
-"""rollback-files with enough writes to go through the writer threads (guarded.PARALLEL_FROM):
+"""rollback-files with enough writes to go through the writer threads (fileops.PARALLEL_FROM):
 the same tree as one by one, parents made once, and a kill amid the writes swept after."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from rollback_helpers import Entry, put, tree_state
 
 from conftest import gg
-from gitguard import guarded
+from gitguard import fileops
 from gitguard.api import Guard
 from gitguard.rollback import rollback_files
 from gitstate import fsck_clean
@@ -51,12 +51,12 @@ def _roll_back(repo: Path, parallel_from: int) -> tuple[dict[str, Entry], dict[s
     guard = Guard.open(repo)
     target = guard.checkpoint("manual").checkpoint_id
     _agent(guard)
-    old = guarded.PARALLEL_FROM
-    guarded.PARALLEL_FROM = parallel_from
+    old = fileops.PARALLEL_FROM
+    fileops.PARALLEL_FROM = parallel_from
     try:
         result = rollback_files(guard, target)
     finally:
-        guarded.PARALLEL_FROM = old
+        fileops.PARALLEL_FROM = old
         guard.close()
     assert not result.conflicts
     assert sorted(result.restored) == sorted([*REMOVED, *EDITED, *OTHER])
