@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import pygit2
 
-from gitguard import fileops
+from gitguard import treeedit
 from gitguard.fileops import TREE
 from gitguard.models import Checkpoint
 from gitguard.snapshot import Change, Snapshotter
@@ -61,7 +61,7 @@ def changes(repo: pygit2.Repository, old_tree: str, new_tree: str,
     chosen = set(paths)
     if any(q in chosen for p in chosen for q in _parents(p)):
         return None
-    old, new = fileops.parse_tree(repo, old_tree), fileops.parse_tree(repo, new_tree)
+    old, new = treeedit.parse_tree(repo, old_tree), treeedit.parse_tree(repo, new_tree)
     found: list[Change] = []
     for rel in chosen:
         if not _utf8(rel):
@@ -107,9 +107,9 @@ def derive(snap: Snapshotter, base: Checkpoint, new_tree: str,
     if head != base.head:
         return None
     repo = snap.repo
-    old_tree = fileops.parse_tree(repo, snap.tree_of(base.snapshot_commit))
-    new = fileops.parse_tree(repo, new_tree)
-    head_tree = fileops.parse_tree(repo, snap.tree_of(head)) if head else None
+    old_tree = treeedit.parse_tree(repo, snap.tree_of(base.snapshot_commit))
+    new = treeedit.parse_tree(repo, new_tree)
+    head_tree = treeedit.parse_tree(repo, snap.tree_of(head)) if head else None
     cleaned: set[str] = set()
     dirtied: set[str] = set()
     for rel in changed:

@@ -10,9 +10,14 @@ a call's changes and can revert them, byte for byte, like any agent's.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gitguard import (
@@ -25,6 +30,7 @@ from gitguard import (
     ledger,
     patchtext,
     treediff,
+    treeedit,
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
@@ -81,7 +87,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         raise GitguardError("there is no checkpoint to build the safety snapshot on",
                             "take one with `gitguard checkpoint`")
     call_id = next_call_id(state, id_prefix)
-    safety_tree = fileops.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
+    safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
     safety = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
         tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
@@ -108,7 +114,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     done, raced, known = _write_all(g, steps)
 
     written = {s.path: s.target for s in done}
-    post_tree = fileops.tree_with(g.snap.repo, safety_tree, written)
+    post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
     post = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="post",
         tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
@@ -173,6 +179,8 @@ def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | N
 Raced = list[tuple[Step, FileState | None | Literal["other"]]]
 
 
+
+
 def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict[str, bytes]]:
     """Deletions deepest first, then writes shallowest first; each re-checked just before.
 
@@ -200,26 +208,92 @@ def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict
                                                           if s.target is None)]
     writes = sorted((s for s in steps if s.target is not None),
                     key=lambda s: (s.path.count("/"), s.path))
+    # The bytes come from the object store here, in this thread: pygit2 holds the GIL and
+    # the workers below do only file-system calls, which release it.
+    content = {s.path: s.data if s.data is not None else g.snap.read_blob(s.target.oid)
+               for s in writes if s.target is not None}
     done: list[Step] = []
     raced: Raced = []
     known: dict[str, bytes] = {}
-    for step in [*deletions, *writes]:
+
+    def one(step: Step) -> tuple[FileState | None | Literal["other"], bytes | None, bool]:
         found, held = fileops.current_content(root, step.path)
         if found != step.expected:
-            raced.append((step, found))   # the user got there between plan and write
-            continue
-        if isinstance(found, FileState) and held is not None:
-            known[found.oid] = held
+            return found, held, False      # the user got there between plan and write
         try:
             if step.target is None:
                 fileops.delete_path(root, step.path)
             else:
-                data = step.data if step.data is not None else g.snap.read_blob(step.target.oid)
-                fileops.write_state(root, step.path, step.target, data, umask)
-                known[step.target.oid] = data
+                fileops.write_state(root, step.path, step.target, content[step.path], umask)
         except OSError:
-            raced.append((step, "other"))   # something took the place of a parent directory
-            continue
+            return "other", held, False    # something took the place of a parent directory
+        return found, held, True
+
+    def settle(step: Step, outcome: tuple[FileState | None | Literal["other"],
+                                          bytes | None, bool]) -> None:
+        found, held, wrote = outcome
+        if not wrote:
+            raced.append((step, found))
+            return
+        if isinstance(found, FileState) and held is not None:
+            known[found.oid] = held
+        if step.target is not None:
+            known[step.target.oid] = content[step.path]
         done.append(step)
         faults.point("rollback.mid_apply")
+
+    # Deletions go one by one, deepest first: each may remove parents it left empty.
+    for step in deletions:
+        settle(step, one(step))
+    # No write's path lies under another's (a tree holds no file below a file), so the
+    # writes are independent and overlap in a few threads (fileops.PARALLEL_FROM); parents
+    # two writes share are made once (fileops tolerates the race). A kill can leave a
+    # writer's temporary file beside its path (as a kill in a one-by-one loop can):
+    # `.NAME.gitguard-XXXXXXXX.tmp`, ours by name, swept by the next rollback of these
+    # paths (sweep_interrupted).
+    if len(writes) < fileops.PARALLEL_FROM:
+        for step in writes:
+            settle(step, one(step))
+    else:
+        with ThreadPoolExecutor(fileops.THREADS, thread_name_prefix="gitguard-write") as pool:
+            for step, outcome in zip(writes, pool.map(one, writes), strict=True):
+                settle(step, outcome)
     return done, raced, known
+
+
+def sweep_temps(root: Path, rels: Iterable[str]) -> list[str]:
+    """Remove the temporary files a killed write of these paths left beside them.
+
+    Only names write_state makes (`.NAME.gitguard-<8 hex>.tmp` for a NAME in `rels`) are
+    touched, and only regular files or symlinks; returns what was removed.
+    """
+    wanted: dict[str, set[str]] = {}
+    for rel in rels:
+        head, _, name = rel.rpartition("/")
+        wanted.setdefault(head, set()).add(name)
+    removed: list[str] = []
+    for head, names in sorted(wanted.items()):
+        directory = os.path.join(root, head) if head else os.fspath(root)
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            match = _TEMP_NAME.fullmatch(entry.name)
+            if match is None or match.group(1) not in names or entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+            removed.append(f"{head}/{entry.name}" if head else entry.name)
+    return removed
+
+
+_TEMP_NAME = re.compile(r"\.(.+)" + re.escape(fileops.TEMP_INFIX) + r"[0-9a-f]{8}\.tmp", re.DOTALL)
+
+
+def sweep_interrupted(g: Guard, state: ledger.LedgerState) -> list[str]:
+    """Temporary files of gitguard writes a crash interrupted (entries left uncertain)."""
+    paths = {p for e in state.entries.values()
+             if e.tool_name.startswith("gitguard.") and e.status in ("started", "uncertain")
+             for p in e.declared_writes}
+    return sweep_temps(g.ws.root, paths) if paths else []

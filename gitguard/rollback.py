@@ -20,10 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitguard import checkpoints, clock, conflicts, fileops, ledger, remote, timeline, trace
+from gitguard import (
+    checkpoints,
+    clock,
+    conflicts,
+    fileops,
+    ledger,
+    remote,
+    timeline,
+    trace,
+    treeedit,
+)
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
-from gitguard.guarded import Applied, Step, apply, planned_targets
+from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
 from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
 from gitguard.timeline import UNKNOWN, PathHistory
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
@@ -226,15 +236,15 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
     for path, source in sources.items():
         check_path(g, path, source, plain_dirs)
     repo, root = g.snap.repo, g.ws.root
-    observed = {p: fileops.observe(repo, root, p, store_blobs) for p in sorted(sources)}
+    observed = fileops.observe_many(repo, root, sorted(sources), store_blobs)
     cache: dict[tuple[str, str], FileState | None] = {}
     parsed: dict[str, pygit2.Tree] = {}
 
     def lookup(tree: str, path: str) -> FileState | None:
         if (tree, path) not in cache:
             if tree not in parsed:
-                parsed[tree] = fileops.parse_tree(repo, tree)
-            cache[tree, path] = fileops.lookup(repo, parsed[tree], path)
+                parsed[tree] = treeedit.parse_tree(repo, tree)
+            cache[tree, path] = treeedit.lookup(repo, parsed[tree], path)
         return cache[tree, path]
 
     items = {p: timeline.history(line, p, lookup, _now(seen)) for p, seen in observed.items()}
@@ -267,6 +277,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
             return result
+        sweep_interrupted(g, facts.state)
 
         result.applied = apply(
             g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,

@@ -104,7 +104,11 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
         if start is None:
             continue
         end = position.get(entry.post_checkpoint_id or "")
-        ended = end is not None
+        # Resume closes a call a crash interrupted with its own checkpoint: such a call
+        # never recorded its patches, so its window is read like an open one's (declared
+        # paths, everything that changed inside it, confidence unknown), even once it
+        # is reconciled.
+        ended = end is not None and rows[end].kind != "resume"
         if end is None:
             end = start + 1 if start + 1 < len(rows) else NOW
         patch_ref = entry.file_patches[0].patch_ref if entry.file_patches else None

@@ -30,7 +30,9 @@ def discover(start: Path) -> Workspace:
     start = start.resolve()
     if not start.is_dir():
         raise NotAWorkspace(f"{start} is not a directory", "run gitguard inside your project")
-    found = pygit2.discover_repository(str(start))
+    ceilings = os.environ.get("GIT_CEILING_DIRECTORIES", "")
+    found = (pygit2.discover_repository(str(start), False, ceilings) if ceilings
+             else pygit2.discover_repository(str(start)))
     if found is not None:
         repo = pygit2.Repository(found)
         if repo.is_bare or repo.workdir is None:
@@ -52,9 +54,16 @@ def discover(start: Path) -> Workspace:
 
 
 def _find_runtime_root(start: Path) -> Path:
+    """The nearest directory up from `start` holding a store, as git finds `.git`: it never
+    climbs into a directory of GIT_CEILING_DIRECTORIES (so a stray store in /tmp is not
+    every temporary directory's)."""
+    ceilings = {Path(p).resolve() for p in os.environ.get("GIT_CEILING_DIRECTORIES", "")
+                .split(os.pathsep) if os.path.isabs(p)}
     for candidate in (start, *start.parents):
         if (candidate / NON_GIT_STORE).is_dir():
             return candidate
+        if candidate.parent in ceilings:
+            break
     return start
 
 

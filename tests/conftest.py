@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +44,10 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory,
     for key in ("GITGUARD_SESSION", "GITGUARD_FAULT", "GITGUARD_NOW", "GIT_DIR", "GIT_INDEX_FILE",
                 "GIT_WORK_TREE"):
         monkeypatch.delenv(key, raising=False)
+    # Neither git nor gitguard climbs out of the test's directories into a shared one: a
+    # stray `.agent-runtime` store left in /tmp made plain-directory tests find it.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", os.pathsep.join(
+        str(Path(p).resolve()) for p in {tempfile.gettempdir(), "/dev/shm"}))
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tauto = 0\n")
 
 

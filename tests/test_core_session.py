@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import gg, git
+from gitguard.workspace import discover
 from gitstate import GitState, capture, fsck_clean
 
 
@@ -176,3 +179,19 @@ def test_capture_sees_index_changes(repo: Path) -> None:
         assert "index" in str(exc)
     else:
         raise AssertionError("capture() missed a change of .git/index")
+
+
+def test_a_store_above_a_ceiling_directory_is_not_found(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery climbs to the nearest `.agent-runtime` as git climbs to `.git`, and stops
+    where git does: it never enters a directory of GIT_CEILING_DIRECTORIES."""
+    outer = tmp_path / "outer"
+    work = outer / "shared" / "project"
+    work.mkdir(parents=True)
+    (outer / ".agent-runtime").mkdir()
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", "")
+    assert discover(work).root == outer
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(outer))
+    assert discover(work).root == work
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(outer / "shared"))
+    assert discover(work).root == work

@@ -7,10 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pygit2
+import pytest
 from rollback_helpers import put, tree_state
 
 from conftest import gg
-from gitguard import fileops, ledger
+from gitguard import fileops, ledger, treeedit
 from gitguard.api import Guard
 from gitguard.fileops import EXECUTABLE, LINK, REGULAR, FileState
 from gitguard.guarded import Step, apply
@@ -52,7 +53,7 @@ def test_tree_with_builds_the_tree_git_would(repo: Path, tmp_path: Path) -> None
         else:
             states[path] = None
     expected = git_tree(repo, repo / ".git", index)
-    assert fileops.tree_with(repository, base, states) == expected
+    assert treeedit.tree_with(repository, base, states) == expected
 
 
 def test_write_state_replaces_a_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
@@ -135,3 +136,28 @@ def test_write_state_modes_follow_the_umask_only_for_new_files(tmp_path: Path) -
     finally:
         os.umask(old)
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_observe_many_in_threads_equals_observe_one_by_one(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kind of path, a large file streamed from disk, blobs stored the same."""
+    repository = pygit2.Repository(str(repo))
+    monkeypatch.setattr(fileops, "KEEP_BYTES", 64)       # so "large" is cheap to make
+    put(repo, "big.bin", ("file", bytes(range(256)) * 4, False))
+    put(repo, "run.sh", ("file", b"#!/bin/sh\n", True))
+    put(repo, "link", ("link", b"../outside", False))
+    put(repo, "through/x.txt", ("file", b"x\n", False))
+    os.symlink("src", repo / "via")                       # a parent that is a symlink
+    os.mkfifo(repo / "fifo")
+    put(repo, os.fsdecode(b"caf\xe9.txt"), ("file", b"latin-1 name\n", False))
+    paths = ["big.bin", "run.sh", "link", "through/x.txt", "via/app.py", "fifo", "src",
+             "absent.txt", "src/app.py", os.fsdecode(b"caf\xe9.txt")]
+    single = {p: fileops.observe(repository, repo, p, store_blobs=False) for p in paths}
+    monkeypatch.setattr(fileops, "PARALLEL_FROM", 1)
+    many = fileops.observe_many(repository, repo, paths, store_blobs=True)
+    assert many == single
+    assert {o.kind for o in many.values()} == {"file", "link", "beyond", "special", "dir",
+                                               "absent"}
+    for seen in many.values():      # what it reports is what it stored
+        if seen.state is not None:
+            assert seen.state.oid in repository

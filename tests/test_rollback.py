@@ -15,7 +15,7 @@ import pytest
 from rollback_helpers import put, tree_state
 
 from conftest import gg
-from gitguard import checkpoints, durable, fileops, rollback, trace
+from gitguard import checkpoints, durable, fileops, rollback, trace, treeedit
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.models import Attribution
@@ -315,7 +315,7 @@ def test_a_checkpoint_tree_naming_a_path_outside_is_refused(repo: Path) -> None:
     entry = guard.begin_call("Bash", {"command": "crashes"})          # never ended
     pre = guard.load_checkpoint(entry.pre_checkpoint_id or "")
     git_repo = guard.snap.repo
-    escape = fileops.tree_with(git_repo, fileops.EMPTY_TREE,
+    escape = treeedit.tree_with(git_repo, fileops.EMPTY_TREE,
                                {"x": fileops.FileState(str(git_repo.create_blob(b"x")),
                                                        fileops.REGULAR)})
     forged = guard.snap.tree_of(pre.snapshot_commit)
@@ -329,3 +329,18 @@ def test_a_checkpoint_tree_naming_a_path_outside_is_refused(repo: Path) -> None:
     with pytest.raises(UnsafePath, match=r"checkpoint ckpt_\w+ names '\.\./x'"):
         rollback_files(guard, target)
     assert store_files(repo) == before and not (repo.parent / "x").exists()
+
+
+def test_a_call_a_crash_interrupted_is_seen_by_rollback_after_resume(repo: Path) -> None:
+    """Resume closes the interrupted call's window with its own checkpoint; the call never
+    recorded its patches, so what changed inside the window is read from the snapshots
+    (and, being unprovable, is a conflict), not silently skipped."""
+    target = gg(repo, "checkpoint", "--kind", "manual", "--step", "before").stdout.split()[0]
+    gg(repo, "call", "begin", "--tool", "Bash", "--input", '{"command": "sed -i s/1/2/ src/*"}')
+    (repo / "src" / "app.py").write_text("def main():\n    return 2  # half done\n")
+    (repo / "made.txt").write_text("by the crashed call\n")
+    gg(repo, "resume", "--json")        # the agent's process died before `call end`
+    plan = json.loads(gg(repo, "rollback-files", "--to", target, "--dry-run", "--json",
+                         check=False).stdout)
+    assert sorted(c["path"] for c in plan["conflicts"]) == ["made.txt", "src/app.py"]
+    assert (repo / "src" / "app.py").read_text() == "def main():\n    return 2  # half done\n"

@@ -1,6 +1,6 @@
 """The shortcuts rollback takes at scale compute exactly what the plain way computes.
 
-`fileops.tree_with` skips changes the base tree already holds; the reference
+`treeedit.tree_with` skips changes the base tree already holds; the reference
 `_tree_with` applies every change. Both must give the same tree for any base and
 any set of changes, including a file taking a directory's place and back.
 `dirty_delta.derive` must give what `git diff-tree` against HEAD gives, whenever it
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import git
-from gitguard import checkpoints, dirty_delta, durable, fileops, timeline, treediff
+from gitguard import checkpoints, dirty_delta, durable, timeline, treediff, treeedit
 from gitguard.api import Guard
 from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
 from gitguard.models import Attribution
@@ -50,10 +50,10 @@ def test_tree_with_skipping_held_changes_equals_applying_all(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:   # bases of every shape: files, directories, files under files' names
-        base = fileops._tree_with(repo, fileops.parse_tree(repo, base), _states(repo, raw))
+        base = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
-    slow = fileops._tree_with(repo, fileops.parse_tree(repo, base), wanted)
-    assert fileops.tree_with(repo, base, wanted) == slow
+    slow = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), wanted)
+    assert treeedit.tree_with(repo, base, wanted) == slow
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -69,9 +69,9 @@ def test_changes_at_written_paths_equal_the_tree_diff(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:
-        base = fileops._tree_with(repo, fileops.parse_tree(repo, base), _states(repo, raw))
+        base = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
-    new = fileops.tree_with(repo, base, wanted)
+    new = treeedit.tree_with(repo, base, wanted)
     fast = dirty_delta.changes(repo, base, new, wanted)
     if fast is not None:
         assert fast == treediff.diff_trees(repo, base, new)
@@ -79,11 +79,11 @@ def test_changes_at_written_paths_equal_the_tree_diff(
 
 def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None:
     repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
-    base = fileops._tree_with(repo, fileops.parse_tree(repo, EMPTY_TREE), _states(repo, {
+    base = treeedit._tree_with(repo, treeedit.parse_tree(repo, EMPTY_TREE), _states(repo, {
         "a/b": (b"one\n", REGULAR), "a/c": (b"two\n", REGULAR), "l": (b"a/b", LINK)}))
     wanted = _states(repo, {"a/b": (b"two\n", EXECUTABLE), "a/c": None, "l": (b"x\n", REGULAR),
                             "n/new": (b"", REGULAR), "gone": None})
-    new = fileops.tree_with(repo, base, wanted)
+    new = treeedit.tree_with(repo, base, wanted)
     fast = dirty_delta.changes(repo, base, new, wanted)
     assert fast is not None and [c.status for c in fast] == ["M", "D", "T", "A"]
     assert fast == treediff.diff_trees(repo, base, new)
@@ -104,7 +104,7 @@ def _walk_dirty(guard: Guard, limit_files: int, seed: int, rounds: int) -> int:
     exact = 0
     for step in range(rounds):
         changed = {rng.choice(names): rng.choice(blobs) for _ in range(rng.randint(1, 4))}
-        tree = fileops.tree_with(repo, snap.tree_of(base.snapshot_commit), changed)
+        tree = treeedit.tree_with(repo, snap.tree_of(base.snapshot_commit), changed)
         derived = dirty_delta.derive(snap, base, tree, changed)
         truth = snap.dirty_against_head(tree)
         if derived is not None:
