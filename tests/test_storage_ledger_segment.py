@@ -49,6 +49,7 @@ def test_gc_moves_the_ledger_into_a_segment_that_every_reader_reads(repo: Path) 
     calls(repo, guard, 6)
     store = guard.store
     before = store.ledger_path.read_bytes()
+    assert ledger_segment.read_stream(store.ledger_path) == before   # no segment: as before
     entries = full_read(store)
     shown = json.loads(gg(repo, "ledger", "--json").stdout)
     named = gc_artifacts.ledger_named(guard.ledger())
