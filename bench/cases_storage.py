@@ -8,6 +8,11 @@ of gitguard). The row's value is the whole growth of `.git` after gc (objects, t
 ledger, trace, checkpoints, artifacts and every other store file), and its note lists
 every part.
 
+Two rows: each edit to a different file (the objects' worst case; the note prints the
+floor, the bytes of the objects only gitguard's refs reach, blobs vs trees), and 1,000
+edits round-robin over a working set of 50 files (an agent editing the same files again
+and again; the versions delta against each other in gitguard's pack).
+
 The edits go through the Python API. By default a gitguard daemon runs for the
 repository, so the API's calls go through it (gitguard/remote.py) and each costs
 O(changed), as an agent's hooks do; without a daemon each call scans the whole
