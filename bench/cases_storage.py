@@ -8,6 +8,11 @@ of gitguard). The row's value is the whole growth of `.git` after gc (objects, t
 ledger, trace, checkpoints, artifacts and every other store file), and its note lists
 every part.
 
+Two rows: each edit to a different file (the objects' worst case; the note prints the
+floor, the bytes of the objects only gitguard's refs reach, blobs vs trees), and 1,000
+edits round-robin over a working set of 50 files (an agent editing the same files again
+and again; the versions delta against each other in gitguard's pack).
+
 The edits go through the Python API. By default a gitguard daemon runs for the
 repository, so the API's calls go through it (gitguard/remote.py) and each costs
 O(changed), as an agent's hooks do; without a daemon each call scans the whole
@@ -40,7 +45,9 @@ from bench.shell import du_bytes
 # Read at import: the runner rebuilds the environment before cases run.
 EDITS = int(os.environ.get("BENCH_STORAGE_EDITS", "1000"))
 DAEMON = os.environ.get("BENCH_STORAGE_DAEMON", "1") not in ("", "0")
+WORKING_SET = 50
 GG_GC_ROW = f"gitguard storage: {EDITS} edits then gc"
+GG_SET_ROW = f"gitguard storage: {EDITS} edits to {WORKING_SET} files then gc"
 GIT_AUTO_GC = 6700
 _PROJECT = Path(__file__).resolve().parents[1]
 
@@ -75,15 +82,36 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
+class WorkingSetEditor(Editor):
+    """One line appended per edit, round-robin over a fixed working set of tracked files
+    (an agent editing the same files again and again)."""
+
+    def __init__(self, repo: Path, files: int) -> None:
+        super().__init__(repo)
+        self._set = [self._paths[(i * 7919 + 13) % len(self._paths)] for i in range(files)]
+
+    def pick(self) -> str:
+        return self._set[self._count % len(self._set)]
+
+
 @case(GG_GC_ROW, group="storage", target=".git growth <= 2 MB, loose < 6700", first=True)
 def edits_then_gc(ctx: CaseContext) -> Measurement:
+    """Each edit to a different file: the objects are at their floor (see `_floor`)."""
+    return _edits_then_gc(ctx, Editor(ctx.repo), floor=True)
+
+
+@case(GG_SET_ROW, group="storage", target=".git growth <= 2 MB, loose < 6700", first=True)
+def working_set_then_gc(ctx: CaseContext) -> Measurement:
+    return _edits_then_gc(ctx, WorkingSetEditor(ctx.repo, WORKING_SET), floor=False)
+
+
+def _edits_then_gc(ctx: CaseContext, editor: Editor, floor: bool) -> Measurement:
     api, gc, packing, verify = _modules()
     repo = ctx.repo
     objects = repo / ".git" / "objects"
     probe = IndexProbe(repo)
     git_before, objects_before = du_bytes(repo / ".git"), _object_bytes(objects)
     guard = api.Guard.init(repo)
-    editor = Editor(repo)
     calls_ms: list[float] = []
     max_loose = 0
     daemon_running = False
@@ -133,6 +161,8 @@ def edits_then_gc(ctx: CaseContext) -> Measurement:
     setup = git_start - git_before
     store = repo / ".git" / "gitguard"
     parts = {p.name: du_bytes(p) for p in store.iterdir()}
+    # Before the user's git gc, which may delta our objects against the user's.
+    floor_note = f"; objects' floor {_floor(repo)}" if floor else ""
     subprocess.run(["git", "gc", "--prune=now", "-q"], cwd=repo, check=True)
     fresh = api.Guard.open(repo)
     problems = verify.problems(fresh.store, fresh.snap)
@@ -149,11 +179,34 @@ def edits_then_gc(ctx: CaseContext) -> Measurement:
             f"first edit +{_mb(setup)} (objects {_mb(objects_start - objects_before)}); objects "
             f"{_mb(objects_mid)} before gc; max loose {max_loose} (<{GIT_AUTO_GC}), git gc "
             f"--auto {'idle' if auto_idle else 'RAN'}; {restorable}/{kept} kept ckpts restore "
-            f"after git gc --prune=now{'' if not problems else ' PROBLEMS: ' + problems[0]}; "
+            f"after git gc --prune=now{'' if not problems else ' PROBLEMS: ' + problems[0]}"
+            f"{floor_note}; "
             f"{EDITS} edits driven {driven}, median {statistics.median(calls_ms):.0f} ms/call; "
             f"time is gc's")
     print(f"  storage: {note}", file=sys.stderr, flush=True)
     return Measurement((report.duration_ms,), git_after, note, probe.note())
+
+
+def _floor(repo: Path) -> str:
+    """The objects only gitguard's refs reach (not the user's refs, index or HEAD), by
+    type and size on disk: what a pack of gitguard's own must hold however it is written,
+    since its deltas cannot name the user's objects as bases."""
+    user = ["HEAD", "--branches", "--tags", "--remotes", "--indexed-objects"]
+    listed = subprocess.run(["git", "rev-list", "--objects", "--glob=refs/gitguard/*",
+                             "--not", *user], cwd=repo, capture_output=True, text=True,
+                            check=True).stdout
+    oids = "".join(line.split(" ", 1)[0] + "\n" for line in listed.splitlines() if line)
+    sizes = subprocess.run(["git", "cat-file", "--batch-check=%(objecttype) %(objectsize:disk)"],
+                           cwd=repo, input=oids, capture_output=True, text=True,
+                           check=True).stdout
+    count: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for line in sizes.splitlines():
+        kind, _, size = line.partition(" ")
+        count[kind] = count.get(kind, 0) + 1
+        total[kind] = total.get(kind, 0) + int(size)
+    parts = ", ".join(f"{count[k]} {k}s {_mb(total[k])}" for k in sorted(total))
+    return f"{_mb(sum(total.values()))} ({parts}), reached only by refs/gitguard"
 
 
 def _restores(repo: Path, guard: Any, row: Any) -> bool:

@@ -10,7 +10,8 @@ which every indexed checkpoint survives `git gc --prune=now`:
    replaced in one atomic rename (the switch from old to new);
 3. the session and message refs move to the new commits; the temporary refs go;
 4. stale checkpoint files, unreferenced artifacts and old trace events are removed, the
-   rest of the trace is compacted into trace.segment;
+   attribution rows no kept checkpoint can need go (gitguard.gc_attribution), the
+   ledger's lines move into ledger.segment and the rest of the trace into trace.segment;
 5. gitguard's objects are packed, and what nothing reaches any more is left out.
 
 It never runs `git gc` or `git prune` on the user's repository.
@@ -35,7 +36,10 @@ from gitguard import (
     durable,
     faults,
     gc_artifacts,
+    gc_attribution,
     ledger,
+    ledger_fold,
+    ledger_segment,
     packing,
     retention,
     trace,
@@ -65,6 +69,7 @@ class GcReport:
     artifacts_bundled: int = 0
     checkpoint_files_removed: int = 0
     trace_events_dropped: int = 0
+    attribution_rows_dropped: int = 0
     before: dict[str, int] = field(default_factory=dict)
     after: dict[str, int] = field(default_factory=dict)
     pack: packing.PackStats | None = None
@@ -82,7 +87,8 @@ class GcReport:
                 "artifactsRemoved": self.artifacts_removed,
                 "artifactsBundled": self.artifacts_bundled,
                 "checkpointFilesRemoved": self.checkpoint_files_removed,
-                "traceEventsDropped": self.trace_events_dropped, "before": self.before,
+                "traceEventsDropped": self.trace_events_dropped,
+                "attributionRowsDropped": self.attribution_rows_dropped, "before": self.before,
                 "after": self.after, "freedBytes": self.freed_bytes,
                 "pack": self.pack.to_json() if self.pack else None,
                 "durationMs": round(self.duration_ms, 3)}
@@ -157,6 +163,9 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         # The entries of what just went still take the directories' blocks: give them back.
         for directory in (store.checkpoints_dir, store.artifacts_dir):
             dirshrink.shrink(directory)
+        kept_created = [r.created_at for r in checkpoints.read_index(store).rows]
+        report.attribution_rows_dropped = gc_attribution.compact(store, kept_created)
+        _compact_ledger(store)
         trace.compact(store, cutoff)
         report.pack = packing.pack_gitguard_objects(store, merge=True, drop_unreachable=True)
         report.pack.loose_before = first.loose_before
@@ -168,6 +177,15 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
                    artifactsRemoved=len(report.artifacts_removed),
                    freedBytes=report.freed_bytes)
     return report
+
+
+def _compact_ledger(store: Store) -> None:
+    """The ledger's lines into ledger.segment (xz, ~10x smaller). The fold cache goes: it
+    is as large as the ledger was (every entry's newest state), only a cache, and the
+    next full read of the ledger rebuilds it (resume's "no fold cache" bench row says what
+    that costs once)."""
+    ledger_segment.compact(store.ledger_path)
+    ledger_fold.cache_path(store.ledger_path).unlink(missing_ok=True)
 
 
 # --- planning -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from gitguard import artifact_bundle
+from gitguard import artifact_bundle, ledger_segment
 from gitguard.models import ToolLedgerEntry
 from gitguard.store import Store
 
@@ -23,11 +23,12 @@ _ARTIFACT_REF = re.compile(rb'artifacts/((?:[^"\\]|\\.)+)"')
 def named(store: Store, files: dict[str, dict[str, Any]], plan: retention.Plan) -> set[str]:
     """Every artifact name a store record names.
 
-    A reference is any JSON string starting with "artifacts/" in the ledger, the
-    conflicts, the kept checkpoints, or any other JSON file of the store.
+    A reference is any JSON string starting with "artifacts/" in the ledger (its
+    segment too), the conflicts, the kept checkpoints, or any other JSON file of the store.
     """
     sources = [p for p in store.root.iterdir() if p.suffix in (".json", ".jsonl")]
     blob = b"\n".join(p.read_bytes() for p in sources if p.is_file())
+    blob += b"\n" + ledger_segment.read_segment(store.ledger_path).data   # gc's older lines
     blob += json.dumps([f for i, f in files.items() if plan.kept(i)]).encode()
     found = set()
     for match in _ARTIFACT_REF.finditer(blob):

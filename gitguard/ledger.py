@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitguard import clock, durable, faults, ledger_fold, tailcache
+from gitguard import clock, durable, faults, ledger_fold, ledger_segment, tailcache
 from gitguard.errors import IllegalTransition, UnknownId
 from gitguard.models import LedgerEvent, RecoveryAction, ToolLedgerEntry
 from gitguard.store import Store
@@ -80,7 +80,10 @@ def read_full(store: Store) -> LedgerState:
     """Fold the whole ledger (through the on-disk fold cache) and remember the result."""
     path = store.ledger_path
     raw, st = tailcache.read_full(path)
-    folded = ledger_fold.fold(path, raw) if st is not None else ledger_fold.Fold()
+    # gc's segment holds the ledger's older lines: fold them, then ledger.jsonl's. The
+    # mark stays on ledger.jsonl alone, where appends go (gitguard.ledger_segment).
+    whole = ledger_segment.stream(path, raw)
+    folded = ledger_fold.fold(path, whole) if whole else ledger_fold.Fold()
     state = LedgerState(order=folded.order, first_seq=folded.first_seq,
                         last_seq=folded.last_seq, torn=folded.torn,
                         actions=[LedgerEvent.model_validate(r) for r in folded.actions])

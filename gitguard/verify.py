@@ -15,7 +15,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import checkpoints, durable, ledger, ledger_fold
+from gitguard import checkpoints, durable, ledger, ledger_fold, ledger_segment
 from gitguard.errors import CorruptRecord, IllegalTransition, StoreError
 from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
@@ -40,7 +40,7 @@ def report(store: Store, snap: Snapshotter) -> Report:
     journals: dict[str, list[dict[str, Any]]] = {}
     for journal in (*store.journals, store.attribution_path):
         try:
-            read = durable.read_jsonl(journal)
+            read = _read_journal(journal, journal == store.ledger_path)
         except CorruptRecord as exc:
             found.problems.append(exc.message)
             continue
@@ -58,6 +58,14 @@ def report(store: Store, snap: Snapshotter) -> Report:
     _check_refs(snap, index, found)
     found.problems += _unheld_messages(store, snap.repo, index.rows)
     return found
+
+
+def _read_journal(path: Path, is_ledger: bool) -> durable.JsonlRead:
+    """A journal's records; the ledger's include those gc moved into ledger.segment."""
+    if not is_ledger:
+        return durable.read_jsonl(path)
+    raw = ledger_segment.read_stream(path)
+    return durable.JsonlRead() if raw is None else durable.parse_jsonl(path, raw)
 
 
 def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: checkpoints.Index,

@@ -28,7 +28,7 @@ from crashkit import (
     workspace_files,
 )
 
-from gitguard import packing, trace, verify
+from gitguard import ledger_segment, packing, trace, verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
 
@@ -167,6 +167,7 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("gc.after_index", "gc", "succeeded"),
     ("gc.after_refs", "gc", "succeeded"),
     ("gc.after_artifact_bundle", "gc", "succeeded"),
+    ("gc.after_ledger_segment", "gc", "succeeded"),
     ("gc.after_trace_segment", "gc", "succeeded"),
     ("gc.after_dir_swap", "gc-shrink", "succeeded"),
     ("pack.before_delete", "gc", "succeeded"),
@@ -191,9 +192,13 @@ def run_cli(repo: Path, *args: str, fault: str, env: dict[str, str]
 
 
 def journals(repo: Path, names: tuple[str, ...]) -> dict[str, bytes]:
+    """Each journal's bytes; the ledger's with the lines gc moved into ledger.segment."""
     root = repo / ".git" / "gitguard"
-    return {name: (root / name).read_bytes() if (root / name).exists() else b""
-            for name in names}
+    found = {name: (root / name).read_bytes() if (root / name).exists() else b""
+             for name in names}
+    if "ledger.jsonl" in found:
+        found["ledger.jsonl"] = ledger_segment.read_stream(root / "ledger.jsonl") or b""
+    return found
 
 
 def assert_safety_holds(guard: Guard, before: dict[str, str], after: dict[str, str]) -> None:

@@ -41,6 +41,7 @@ def gc(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
         click.echo(f"trace events {verb}: {report.trace_events_dropped}")
         if dry_run:
             return
+        click.echo(f"attribution rows dropped: {report.attribution_rows_dropped}")
         if report.pack is not None:
             p = report.pack
             click.echo(f"packed: {p.objects} objects into {_mb(p.pack_bytes)}; "
