@@ -13,6 +13,7 @@ someone other than the agent. `foreign_touch` is the single place that decides i
 
 from __future__ import annotations
 
+import bisect
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,11 @@ class Window:
     declared: frozenset[str]
     patch_ref: str | None
     planned: Mapping[str, FileState | None] | None = None   # gitguard's own entries
+    # gc pruned the call's pre or post checkpoint: the window is stretched to the kept
+    # checkpoints around it, and other calls (or the user) may share the stretch; its
+    # recorded patches (path, before, after) say what it changed.
+    coarse: bool = False
+    patches: tuple[tuple[str, FileState | None, FileState | None], ...] = ()
 
     def confidence(self, path: str, after: FileState | None) -> Confidence:
         if self.ended:
@@ -57,6 +63,7 @@ class Change:
     confidence: Confidence
     patch_ref: str | None
     position: int               # index position (or NOW) where the change was first seen
+    why: str | None = None      # for an unknown change: why it cannot be told apart
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,31 @@ class Timeline:
         """Calls whose window reaches past the target: their changes may need undoing."""
         return [w for w in self.windows if w.end > self.target]
 
+    def across_pruned(self, window: Window, path: str, start: int, end: int,
+                      before: FileState | None, after: FileState | None) -> Change:
+        """A change between two kept checkpoints that gc left with pruned ones between.
+
+        The snapshots that showed who changed what in between are gone, so the calls'
+        own records must account for it: every patch of the path in the stretch, in
+        ledger order, chained from `before` to `after` (each starting where the last
+        ended). Then the change is the last call's; otherwise someone else may have
+        edited in between, and the change is unknown (a conflict, never overwritten).
+        """
+        chain = [(w, b, a) for w in self.windows
+                 if w.coarse and w.ended and w.start <= start and end <= w.end
+                 for p, b, a in w.patches if p == path]
+        steps = zip(chain, chain[1:], strict=False)
+        linked = (bool(chain) and _same(chain[0][1], before) and _same(chain[-1][2], after)
+                  and all(_same(a, b) for (_, _, a), (_, b, _) in steps))
+        if linked:
+            last = chain[-1][0]
+            return Change(before, after, last.call_id, "exact", last.patch_ref, end)
+        owner = chain[-1][0] if chain else window
+        return Change(before, after, owner.call_id, "unknown", owner.patch_ref, end,
+                      why=f"gc pruned the checkpoints around {owner.call_id}'s change and the "
+                          "calls' recorded patches do not account for all of it: an edit by "
+                          "someone else cannot be ruled out")
+
 
 def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], target_id: str,
           entries: Iterable[ToolLedgerEntry],
@@ -99,23 +131,61 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
     target = position[target_id]
     timeline = Timeline(target, [(i, tree_of(rows[i].snapshot_commit))
                                  for i in range(target, len(rows))])
+    moments: list[datetime] | None = None     # the rows' times, parsed once if gc pruned any
     for entry in entries:
         start = position.get(entry.pre_checkpoint_id or "")
-        if start is None:
-            continue
         end = position.get(entry.post_checkpoint_id or "")
+        coarse = False
+        if start is None or (end is None and entry.post_checkpoint_id):
+            if not entry.pre_checkpoint_id:
+                continue                      # no snapshot was ever taken for it
+            # gc pruned a checkpoint of this call: stretch to the kept ones around it.
+            moments = moments if moments is not None else [_moment(r.created_at) for r in rows]
+            if start is None:
+                start = _kept_before(moments, entry.planned_at)
+                if start is None:
+                    continue                  # it ran before every kept checkpoint
+            if end is None and entry.post_checkpoint_id:
+                end = _kept_after(moments, entry.finished_at or entry.planned_at)
+            coarse = True
         # Resume closes a call a crash interrupted with its own checkpoint: such a call
         # never recorded its patches, so its window is read like an open one's (declared
         # paths, everything that changed inside it, confidence unknown), even once it
         # is reconciled.
-        ended = end is not None and rows[end].kind != "resume"
+        ended = end is not None and (end == NOW or rows[end].kind != "resume")
         if end is None:
             end = start + 1 if start + 1 < len(rows) else NOW
         patch_ref = entry.file_patches[0].patch_ref if entry.file_patches else None
-        timeline.windows.append(Window(entry.call_id, start, end, ended,
-                                       frozenset(entry.declared_writes), patch_ref,
-                                       None if ended else planned(entry)))
+        timeline.windows.append(Window(
+            entry.call_id, start, end, ended, frozenset(entry.declared_writes), patch_ref,
+            None if ended else planned(entry), coarse,
+            tuple((p.path, _state(p.before_hash, p.before_mode),
+                   _state(p.after_hash, p.after_mode)) for p in entry.file_patches)
+            if coarse else ()))
     return timeline
+
+
+def _kept_before(moments: Sequence[datetime], stamp: str) -> int | None:
+    """The last kept checkpoint taken no later than `stamp`."""
+    at = bisect.bisect_right(moments, _moment(stamp))
+    return at - 1 if at else None
+
+
+def _kept_after(moments: Sequence[datetime], stamp: str) -> int:
+    """The first kept checkpoint taken no earlier than `stamp`, else the working tree."""
+    at = bisect.bisect_left(moments, _moment(stamp))
+    return at if at < len(moments) else NOW
+
+
+def _state(oid: str | None, mode: int | None) -> FileState | None:
+    return None if oid is None else FileState(oid, mode if mode is not None else 0)
+
+
+def _same(recorded: FileState | None, seen: FileState | None) -> bool:
+    """A patch's recorded state is what a snapshot saw (a mode it did not record: any)."""
+    if recorded is None or seen is None:
+        return recorded is seen
+    return recorded.oid == seen.oid and recorded.mode in (0, seen.mode)
 
 
 def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileState | None],
@@ -131,6 +201,8 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
         window = timeline.covering(start, end)
         if window is None:
             changes.append(Change(before, after, USER, "window", None, end))
+        elif window.coarse and window.ended:
+            changes.append(timeline.across_pruned(window, path, start, end, before, after))
         else:
             changes.append(Change(before, after, window.call_id,
                                   window.confidence(path, after), window.patch_ref, end))
@@ -164,6 +236,8 @@ def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution])
     """Why someone other than an agent call touched this path after `since`, or None."""
     last_call: str | None = None
     for change in item.changes:
+        if change.owner != USER and change.why is not None:
+            return change.why
         if change.owner != USER and change.confidence in ("ambiguous", "unknown"):
             return (f"it changed while {change.owner} was running, and {change.owner} never "
                     "finished: a later edit cannot be told apart")
