@@ -5,12 +5,16 @@ without the daemon gives the same answer."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import gg
-from daemons import request, running_daemon
+from daemons import request, running_daemon, store_of
+from gitguard import nativeclient
 
 ENV = {"GITGUARD_NOW": "2026-03-04T05:06:07Z", "GITGUARD_SESSION": "s1"}
 HEAVY = {"pygit2", "pydantic", "click", "watchdog"}
@@ -84,3 +88,23 @@ def test_a_fault_injection_run_resumes_in_its_own_process(repo: Path) -> None:
         proc = subprocess.run([sys.executable, "-m", "gitguard", "resume", "--json"], cwd=repo,
                               capture_output=True, text=True, env={**os.environ, **ENV})
         assert proc.returncode == 0 and '"uncertain": [\n    "call_1"\n  ]' in proc.stdout
+
+
+def test_the_native_client_resumes_as_the_python_client(repo: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    cc = shutil.which("cc")
+    assert cc is not None, "this test builds the native client: a C compiler must be on PATH"
+    monkeypatch.setenv("GITGUARD_CC", cc)
+    crashed_run(repo)
+    native = nativeclient.build(store_of(repo))
+    assert native is not None
+    with running_daemon(repo):
+        for args in (("explain", "--json"), ("resume", "--json"), ("resume",),
+                     ("resume", "--session", "nobody")):
+            mine = subprocess.run([str(native), *args], cwd=repo, capture_output=True,
+                                  env={**os.environ, **ENV, "PYTHONPROFILEIMPORTTIME": "1"})
+            assert b"import time:" not in mine.stderr, f"{args}: a Python interpreter started"
+            theirs = run(repo, args)
+            assert (mine.returncode, mine.stdout.decode().replace(str(repo), "<ws>"),
+                    mine.stderr.decode().replace(str(repo), "<ws>")) == theirs[0], args
+        assert request(repo, "status")["result"]["openWindows"] == []
