@@ -67,7 +67,27 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Commands come from `gitguard.commands.WHERE`, each imported when it is asked for:
+    a fresh process imports one verb's module, not all of them (`--help` lists all)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from gitguard.commands import WHERE
+
+        return sorted({*WHERE, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            from gitguard.commands import load
+
+            command = load(cmd_name)
+            if command is None:
+                return None
+            self.add_command(command)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "path", default=".", metavar="DIR", help="Run as if started in DIR.")
 @click.version_option(package_name="gitguard")
 @click.pass_context
@@ -82,13 +102,6 @@ def cli(ctx: click.Context, path: str) -> None:
       gitguard ledger
     """
     ctx.obj = Ctx(path, ctx.obj if callable(ctx.obj) else None)
-
-
-def register_commands() -> None:
-    from gitguard.commands import COMMANDS
-
-    for command in COMMANDS:
-        cli.add_command(command)
 
 
 def _crash_log(exc: BaseException) -> str:
@@ -111,7 +124,6 @@ def _crash_log(exc: BaseException) -> str:
 
 def run(argv: list[str] | None = None, open_guard: Callable[[str], Any] | None = None) -> int:
     """Run one command line; the exit code. The daemon calls this with its own Guard."""
-    register_commands()
     try:
         code = cli.main(args=argv, prog_name="gitguard", standalone_mode=False, obj=open_guard)
     except GitguardError as exc:

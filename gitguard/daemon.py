@@ -12,6 +12,7 @@ Requests (one JSON object per connection, see `gitguard.client`):
   command as the CLI (same output, same exit code) against the daemon's Guard;
 * `api.begin_call`, `api.end_call`: the Python API's calls (`remote.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
+* `resume`, `explain`: those command lines (`gitguard.recovery_daemon`);
 * `ping`, `status`, `stop`, `flush`, `rescan`, `resync`, `gc`;
 * `restore.begin`, `restore.end` around gitguard's own writes to the working tree.
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import calls, client, ledger, packing
+from gitguard import calls, client, ledger, packing, recovery_daemon
 from gitguard.api import Guard
 from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
@@ -222,6 +223,8 @@ class Daemon:
             return self.run_api(op, args)
         if op in ("hook.claude_code", "hook.git"):
             return self.run_hook(op, args)
+        if op in recovery_daemon.OPS:
+            return recovery_daemon.handle(self, op, args)
         simple = {"ping": self.ping, "status": self.status, "stop": self.request_stop,
                   "flush": self.flush, "rescan": self.rescan, "resync": self.resync,
                   "gc": self.pack_now, "restore.begin": self.restore_begin,

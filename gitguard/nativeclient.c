@@ -1,5 +1,6 @@
-/* gitguard's native hook client: `gitguard call begin|end ...` and `gitguard hook ...`
- * without a Python interpreter start, while a daemon answers for the workspace.
+/* gitguard's native hook client: `gitguard call begin|end ...`, `gitguard hook ...`,
+ * `gitguard resume ...` and `gitguard explain ...` without a Python interpreter start,
+ * while a daemon answers for the workspace.
  *
  * It does what gitguard/entry.py's try_daemon does, in the same order, and nothing
  * more: find the store as client.find_store does, read stdin when the command wants
@@ -222,6 +223,8 @@ static int is_fast(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 0;
     if (!strcmp(argv[1], "hook")) return 1;
+    /* after an agent crash: the daemon has the ledger read and the tree current */
+    if (!strcmp(argv[1], "resume") || !strcmp(argv[1], "explain")) return 1;
     return argc >= 3 && !strcmp(argv[1], "call")
         && (!strcmp(argv[2], "begin") || !strcmp(argv[2], "end"));
 }
@@ -297,8 +300,9 @@ int main(int argc, char **argv) {
     int sock = connect_daemon(store);
     if (sock < 0) fallback(argc, argv, &in, was_read);
 
-    const char *op = !strcmp(argv[1], "hook") ? "hook"
-                     : !strcmp(argv[2], "begin") ? "call.begin" : "call.end";
+    const char *op = !strcmp(argv[1], "call")
+                     ? (!strcmp(argv[2], "begin") ? "call.begin" : "call.end")
+                     : argv[1];     /* "hook", "resume", "explain" */
     put(&req, MAGIC, 4);
     put_field(&req, op, strlen(op));
     put_field(&req, cwd, strlen(cwd));

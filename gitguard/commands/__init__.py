@@ -1,27 +1,40 @@
-"""One module per CLI verb; each exports click commands listed here."""
+"""One module per CLI verb; each exports click commands, found here by name.
+
+The table names each command's module, so a command line imports only its own verb's
+module (`gitguard resume` need not load verify, sealing, rollback or the integrations);
+`gitguard --help` loads them all to list them.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from gitguard.commands.call import call
-from gitguard.commands.checkpoint import checkpoint, checkpoints
-from gitguard.commands.daemon import daemon
-from gitguard.commands.demo import demo
-from gitguard.commands.hooks import hook, hooks
-from gitguard.commands.integrate import integrate
-from gitguard.commands.query import diff, ledger, status, verify
-from gitguard.commands.recovery import explain, reconcile, resume
-from gitguard.commands.rollback import compensate, conflicts, restore_session, rollback_files
-from gitguard.commands.run import run
-from gitguard.commands.session import init, session
-from gitguard.commands.storage import STORAGE_COMMANDS
+# command name -> (module in gitguard.commands, attribute)
+WHERE: dict[str, tuple[str, str]] = {
+    "init": ("session", "init"), "status": ("query", "status"),
+    "session": ("session", "session"), "call": ("call", "call"),
+    "checkpoint": ("checkpoint", "checkpoint"), "checkpoints": ("checkpoint", "checkpoints"),
+    "ledger": ("query", "ledger"), "diff": ("query", "diff"), "verify": ("query", "verify"),
+    "demo": ("demo", "demo"),
+    "resume": ("recovery", "resume"), "explain": ("recovery", "explain"),
+    "reconcile": ("recovery", "reconcile"),
+    "gc": ("gc", "gc"), "pin": ("gc", "pin"), "trace": ("trace", "trace"), "key": ("key", "key"),
+    "hooks": ("hooks", "hooks"), "hook": ("hooks", "hook"),
+    "integrate": ("integrate", "integrate"), "run": ("run", "run"),
+    "rollback-files": ("rollback", "rollback_files"),
+    "restore-session": ("rollback", "restore_session"),
+    "compensate": ("rollback", "compensate"), "conflicts": ("rollback", "conflicts"),
+    "daemon": ("daemon", "daemon"),
+}
 
-COMMANDS: list[click.Command] = [
-    init, status, session, call, checkpoint, checkpoints, ledger, diff, verify, demo,
-    resume, explain, reconcile,
-    *STORAGE_COMMANDS,
-    hooks, hook, integrate, run,
-    rollback_files, restore_session, compensate, conflicts,
-    daemon,
-]
+
+def load(name: str) -> click.Command | None:
+    """The command called `name`, its module imported now; None when there is none."""
+    where = WHERE.get(name)
+    if where is None:
+        return None
+    command = getattr(importlib.import_module(f"gitguard.commands.{where[0]}"), where[1])
+    assert isinstance(command, click.Command) and command.name == name, name
+    return command
