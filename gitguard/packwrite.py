@@ -34,10 +34,9 @@ BIG_BLOB = 16 << 20           # larger blobs go loose at once (not held in memor
 # Trees are mostly 20-byte ids, which do not compress (a level-1 deflate saved ~23% of
 # their bytes but cost ~15x a stored block here); blobs get libgit2's loose level (1).
 # A merge of our packs recompresses everything (packing._merge).
-_LEVEL = {pygit2.enums.ObjectType.TREE: 0, pygit2.enums.ObjectType.BLOB: 1,
-          pygit2.enums.ObjectType.COMMIT: 1, pygit2.enums.ObjectType.TAG: 1}
-_PACK_TYPES = {pygit2.enums.ObjectType.COMMIT: 1, pygit2.enums.ObjectType.TREE: 2,
-               pygit2.enums.ObjectType.BLOB: 3, pygit2.enums.ObjectType.TAG: 4}
+_KIND = pygit2.enums.ObjectType
+_LEVEL: dict[int, int] = {_KIND.TREE: 0, _KIND.BLOB: 1, _KIND.COMMIT: 1, _KIND.TAG: 1}
+_PACK_TYPES: dict[int, int] = {_KIND.COMMIT: 1, _KIND.TREE: 2, _KIND.BLOB: 3, _KIND.TAG: 4}
 
 
 class MemoryBackend(pygit2.OdbBackend):
