@@ -240,8 +240,6 @@ def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool) 
     args = ["pack-objects", "-q", "--delta-base-offset", window, "--depth=50"]
     if incremental:
         args.append("--incremental")
-    else:   # snapshot packs store trees uncompressed (packwrite): deflate them here
-        args.append("--no-reuse-object")
     payload = "\n".join(f"{oid} {path}".rstrip() for oid, path in listed) + "\n"
     out = run_git([*args, str(objects / "pack" / "pack")], git_dir=store.ws.git_dir,
                   stdin=payload.encode(errors="surrogateescape")).stdout.decode().strip()

@@ -33,7 +33,8 @@ PACK_THRESHOLD = 24           # more new objects than this: one pack, else loose
 BIG_BLOB = 16 << 20           # larger blobs go loose at once (not held in memory)
 # Trees are mostly 20-byte ids, which do not compress (a level-1 deflate saved ~23% of
 # their bytes but cost ~15x a stored block here); blobs get libgit2's loose level (1).
-# A merge of our packs recompresses everything (packing._merge).
+# A merge of our packs (packing._merge, window 250) stores most trees as deltas against
+# the same directory's other versions, which it deflates; only delta bases stay stored.
 _KIND = pygit2.enums.ObjectType
 _LEVEL: dict[int, int] = {_KIND.TREE: 0, _KIND.BLOB: 1, _KIND.COMMIT: 1, _KIND.TAG: 1}
 _PACK_TYPES: dict[int, int] = {_KIND.COMMIT: 1, _KIND.TREE: 2, _KIND.BLOB: 3, _KIND.TAG: 4}
