@@ -30,6 +30,10 @@ from gitguard import faults, packing
 from gitguard.store import Store
 
 PACK_THRESHOLD = 24           # more new objects than this: one pack, else loose files
+# Our packs are merged at idle (packing.maybe_pack, past MAX_OWN_PACKS); a burst of big
+# snapshots with no idle between must not reach git's gc.autoPackLimit (50) meanwhile,
+# so past this many recorded packs a snapshot goes loose (gc.auto counts those: 6700).
+MAX_SNAPSHOT_PACKS = 16
 BIG_BLOB = 16 << 20           # larger blobs go loose at once (not held in memory)
 # Trees are mostly 20-byte ids, which do not compress (a level-1 deflate saved ~23% of
 # their bytes but cost ~15x a stored block here); blobs get libgit2's loose level (1).
@@ -111,14 +115,15 @@ def memory_repo(repo: pygit2.Repository) -> tuple[pygit2.Repository, MemoryBacke
     return writer, backend
 
 
-def flush(backend: MemoryBackend, store: Store | None,
-          threshold: int = PACK_THRESHOLD) -> str | None:
+def flush(backend: MemoryBackend, store: Store | None, threshold: int = PACK_THRESHOLD,
+          limit: int = MAX_SNAPSHOT_PACKS) -> str | None:
     """Write the held objects: one pack (returns its name) above `threshold`, else loose."""
     held = backend.objects
     if not held:
         return None
     try:
-        if store is None or len(held) <= threshold:
+        if (store is None or len(held) <= threshold
+                or len(packing.read_state(store).get("packs", [])) >= limit):
             for kind, data in held.values():
                 backend.disk.odb.write(kind, data)
             return None
