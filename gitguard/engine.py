@@ -259,7 +259,8 @@ class Engine:
             self.log.info("full scan (%s): tree %s", why, result.tree[:12])
         self.tree = IncrementalTree(self.repo, str(self.ws.root),
                                     self.snap.settings.untracked_size_cap, result.tree,
-                                    result.skipped, store_names=_store_names(self))
+                                    result.skipped, store_names=_store_names(self),
+                                    store=self.store)
         self.ignored_memo.clear()
         self.git_mode = needs_git_filters(self.repo, self._converting_attributes())
         self.dirty.clear()

@@ -35,6 +35,8 @@ GITGUARD_REFS = "refs/gitguard/"
 DEFAULT_GC_AUTO = 6700
 MAX_OWN_PACKS = 8          # merge our packs before git's gc.autoPackLimit (50) could count them
 PACK_EXTS = (".idx", ".pack", ".rev", ".bitmap", ".mtimes", ".promisor")
+TMP_PREFIX = "tmp_gitguard_"  # a snapshot pack being written (packwrite); git's prune
+                              # also removes stale tmp_* files in objects/pack
 
 
 @dataclass
@@ -133,6 +135,8 @@ def maybe_pack(store: Store, repo: pygit2.Repository) -> PackStats | None:
     sample (objects/17/) grew by half of what makes `git gc --auto` start. Under the lock.
     """
     limit = gc_auto(repo)
+    if len(own_packs(store)) > MAX_OWN_PACKS:      # snapshot packs (packwrite) add up
+        return pack_gitguard_objects(store)
     state = read_state(store)
     base_total, base_17 = state.get("baseline", [0, 0])
     total, in_17 = loose_sample(objects_dir(store.ws))
@@ -155,6 +159,7 @@ def pack_gitguard_objects(store: Store, *, merge: bool = False,
     ws = store.ws
     objects = objects_dir(ws)
     with store.writing():
+        settle(store)
         stats.loose_before = loose_count(objects)[0]
         repo = pygit2.Repository(str(ws.git_dir))
         refs = [n for n in repo.references if n.startswith(GITGUARD_REFS)]
@@ -222,7 +227,7 @@ def _pack_new(store: Store, repo: pygit2.Repository, refs: list[str], state: dic
         return
     name = _write_pack(store, loose, incremental=True)
     if name is not None:
-        _record(store, name)
+        record(store, name)
         stats.objects += _pack_count(objects / "pack", name)
         stats.pack_bytes += _pack_size(objects / "pack", name)
 
@@ -255,7 +260,8 @@ def _mtime(pack_dir: Path, name: str) -> int:
         return -1
 
 
-def _record(store: Store, name: str) -> None:
+def record(store: Store, name: str) -> None:
+    """Name a pack of ours in packs.json (durably): before it is visible, for a new one."""
     state = read_state(store)
     packs = [p for p in state.get("packs", []) if p["name"] != name]
     packs.append({"name": name})
@@ -291,7 +297,7 @@ def _merge(store: Store, repo: pygit2.Repository, refs: list[str],
     if not keep <= have:
         raise GitguardError("the merged gitguard pack lacks objects of the packs it replaces",
                             "nothing was deleted; run `git fsck` and report this")
-    _record(store, new)
+    record(store, new)
     faults.point("pack.before_delete")
     touched = [n for n, mtime in started.items() if _mtime(pack_dir, n) != mtime]
     if keep != members and touched:
@@ -307,6 +313,27 @@ def _merge(store: Store, repo: pygit2.Repository, refs: list[str],
     stats.dropped += len(members - keep)
     stats.objects += len(have)
     stats.pack_bytes += _pack_size(pack_dir, new)
+
+
+def settle(store: Store) -> None:
+    """What a killed snapshot-pack writer (packwrite.publish) left: a recorded pack
+    without its .idx was never published, and nothing names its objects (the commit
+    and its ref come after both renames), so its files go. Under the store lock."""
+    state = read_state(store)
+    pack_dir = objects_dir(store.ws) / "pack"
+    kept = []
+    for pack in state.get("packs", []):
+        name = pack["name"]
+        if (pack_dir / f"{name}.idx").exists():
+            kept.append(pack)
+            continue
+        # Also a pack the user's `git gc` folded away: both files are gone already.
+        for path in (pack_dir / f"{TMP_PREFIX}{name}.pack", pack_dir / f"{TMP_PREFIX}{name}.idx",
+                     pack_dir / f"{name}.pack"):
+            path.unlink(missing_ok=True)
+    if len(kept) != len(state.get("packs", [])):
+        state["packs"] = kept
+        _write_state(store, state)
 
 
 def _pack_members(ws: Workspace, pack_dir: Path, name: str) -> set[str]:

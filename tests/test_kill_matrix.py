@@ -282,7 +282,60 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
     git(repo, "fsck", "--no-progress", "--strict")
 
 
+# A snapshot written as a pack (packwrite: the daemon's incremental trees). No CLI verb
+# takes this path in-process, so a small script does what the daemon does.
+PACK_SCRIPT = """
+import os, sys
+from gitguard.api import Guard
+from gitguard.treebuild import IncrementalTree
+repo = sys.argv[1]
+with Guard.open(repo) as guard, guard.store.writing():
+    first = guard.snap.write_tree()
+    inc = IncrementalTree(guard.snap.repo, repo, guard.settings.untracked_size_cap,
+                          first.tree, first.skipped, store=guard.store)
+    changed = []
+    for n in range(40):
+        rel = f"gen/d{n % 4}/f{n}.txt"
+        os.makedirs(os.path.join(repo, os.path.dirname(rel)), exist_ok=True)
+        with open(os.path.join(repo, rel), "w") as fh:
+            fh.write(f"{n}\\n")
+        changed.append(rel.encode())
+    guard.snap.commit(inc.advance(changed).tree, "s1", {"kind": "test"})
+"""
+PACK_MATRIX = ["snapshot.pack_before_publish", "snapshot.pack_between_renames"]
+
+
+@pytest.mark.parametrize("point", PACK_MATRIX)
+def test_kill_while_publishing_a_snapshot_pack(scratch: Path, point: str) -> None:
+    repo = make_repo(scratch / f"pack-{point}")
+    git_state = user_git_state(repo)
+    with Guard.open(repo) as guard:
+        setup_begin(guard, repo)
+        head = guard.snap.session_head("s1")
+    env = {k: v for k, v in os.environ.items() if k != "GITGUARD_FAULT"}
+    killed = subprocess.run([sys.executable, "-c", PACK_SCRIPT, str(repo)], cwd=repo,
+                            env={**env, "GITGUARD_FAULT": point}, capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, f"{point} never reached: {killed.stderr}"
+    pack_dir = repo / ".git" / "objects" / "pack"
+    with Guard.open(repo) as guard:
+        recorded = [p["name"] for p in packing.read_state(guard.store)["packs"]]
+        assert len(recorded) == 1, "the intent names the pack before it is visible"
+        assert not (pack_dir / f"{recorded[0]}.idx").exists()
+        assert guard.snap.session_head("s1") == head, "nothing names the pack's objects"
+        guard.resume()
+        assert verify.report(guard.store, guard.snap).problems == []
+        packing.pack_gitguard_objects(guard.store)          # settles what the kill left
+        names = os.listdir(pack_dir)
+        assert not [n for n in names if n.startswith(packing.TMP_PREFIX)]
+        assert not [n for n in names if n.endswith(".pack") and n[:-5] + ".idx" not in names]
+        assert recorded[0] not in {p["name"] for p in packing.read_state(guard.store)["packs"]}
+        assert {p["name"] for p in packing.read_state(guard.store)["packs"]} == \
+            {p["name"] for p in packing.own_packs(guard.store)}
+    assert user_git_state(repo) == git_state, "the user's git state changed"
+    git(repo, "fsck", "--no-progress", "--strict")
+
+
 def test_the_matrix_covers_every_fault_point_in_the_code() -> None:
     """A new fault point needs a row here; a row for a point the code lost fails too."""
-    assert {point for point, _, _ in MATRIX} == fault_points_in_source()
+    assert {point for point, _, _ in MATRIX} | set(PACK_MATRIX) == fault_points_in_source()
     assert set(KNOWN_POINTS) <= fault_points_in_source()
