@@ -232,7 +232,8 @@ def _pack_new(store: Store, repo: pygit2.Repository, refs: list[str], state: dic
         stats.pack_bytes += _pack_size(objects / "pack", name)
 
 
-def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool) -> str | None:
+def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool,
+                recompress: bool = False) -> str | None:
     objects = objects_dir(store.ws)
     # Our packs are small, so the merge can afford a wide delta search: snapshots of the
     # same directories at different times delta well against each other.
@@ -240,6 +241,11 @@ def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool) 
     args = ["pack-objects", "-q", "--delta-base-offset", window, "--depth=50"]
     if incremental:
         args.append("--incremental")
+    if recompress:
+        # Snapshot packs store trees uncompressed (packwrite: cheaper per call), and a merge
+        # that reuses entries keeps the trees git leaves as delta bases that way. `gitguard
+        # gc`, where size is the point, deflates and delta-searches every object afresh.
+        args.append("--no-reuse-object")
     payload = "\n".join(f"{oid} {path}".rstrip() for oid, path in listed) + "\n"
     out = run_git([*args, str(objects / "pack" / "pack")], git_dir=store.ws.git_dir,
                   stdin=payload.encode(errors="surrogateescape")).stdout.decode().strip()
@@ -290,7 +296,7 @@ def _merge(store: Store, repo: pygit2.Repository, refs: list[str],
     listed += [(oid, "") for oid in sorted(keep - in_named)]
     if not listed:
         return
-    new = _write_pack(store, listed, incremental=False)
+    new = _write_pack(store, listed, incremental=False, recompress=drop_unreachable)
     if new is None:
         return
     have = _pack_members(ws, pack_dir, new)
