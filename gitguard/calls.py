@@ -140,8 +140,10 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                                  kind="post", tree=tree, ledger_seq=state.last_seq,
                                  step_id=entry.step_id, call_id=call_id)
         patches, patch_bytes = _file_patches(g, index, entry, tree.tree)
-        result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data)
+        result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data, sync_dir=False)
                       if data is not None else None)
+        if patches or result_ref is not None:
+            g.store.sync_artifacts()    # one directory fsync for the patch and the result
         finished = entry.model_copy(update={
             "status": status, "finished_at": clock.stamp(), "result_ref": result_ref,
             "post_checkpoint_id": post.checkpoint_id, "file_patches": patches,
@@ -153,12 +155,14 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                    status=status, files=len(patches), checkpointId=post.checkpoint_id,
                    toolMs=_elapsed_ms(entry.started_at, entered),
                    bytes=len(data or b"") + patch_bytes)
-        # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar.
-        # The call is recorded by now; housekeeping that fails must not make it look failed.
-        try:
-            packing.maybe_pack(g.store, g.snap.repo)
-        except GitguardError as exc:
-            trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
+        # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar
+        # (the daemon checks every few calls itself). The call is recorded by now;
+        # housekeeping that fails must not make it look failed.
+        if not getattr(g, "packs_in_background", False):
+            try:
+                packing.maybe_pack(g.store, g.snap.repo)
+            except GitguardError as exc:
+                trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
     return finished
 
 
@@ -184,7 +188,7 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     if not changes:
         return (), 0
     patch = patchtext.render(g.snap.repo, changes)     # in-process: no git diff-tree -p
-    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch)
+    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch, sync_dir=False)
     created = clock.stamp()
     return tuple(
         FilePatchEntry(path=c.path, before_hash=c.old_oid, after_hash=c.new_oid,

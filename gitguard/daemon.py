@@ -46,7 +46,8 @@ from gitguard.watcher import Source, WatchdogSource
 from gitguard.workspace import NON_GIT_STORE, Workspace, discover
 
 DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is quiet this long
-PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted
+PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted when idle
+PACK_EVERY = 32             # ... and after this many calls and hooks (~6 objects each)
 IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays near zero)
 BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
 SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause this long
@@ -58,6 +59,9 @@ class DaemonGuard(Guard):
     """The daemon's long-lived Guard: trees from the engine, call windows to the tracker."""
 
     engine: Engine
+    # `call end` leaves the loose-object check to the daemon (`Daemon.step`): once per
+    # PACK_EVERY requests instead of 17 directory listings and two file reads per call.
+    packs_in_background = True
 
     def attach(self, engine: Engine) -> None:
         snap = DaemonSnapshotter(self.store, self.settings)
@@ -148,6 +152,11 @@ class Daemon:
             since = engine.unsynced_since
             if since is not None and time.monotonic() - since >= SYNC_MAX_S:
                 self.idle()     # calls back to back: a batch of rows, fsynced once
+            if self.calls_since_pack >= PACK_EVERY:
+                try:
+                    self.pack()
+                except Exception:  # noqa: BLE001 - housekeeping; idle retries later
+                    self.log.exception("pack check failed")
         else:
             engine.absorb(item)
 
@@ -381,8 +390,7 @@ def _client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
     try:
         os.chdir(cwd)
         if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
+            _set_environ(env)
         yield out, err
     finally:
         for stream in (sys.stdin, sys.stdout, sys.stderr):
@@ -392,8 +400,19 @@ def _client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
         sys.stdin, sys.stdout, sys.stderr = saved[0], saved[1], saved[2]
         os.chdir(saved[3])
         if env is not None:
-            os.environ.clear()
-            os.environ.update(saved[4])
+            _set_environ(saved[4])
+
+
+def _set_environ(env: Mapping[str, str]) -> None:
+    """Make os.environ equal `env`, touching only the variables that differ: a hook's
+    environment is mostly the daemon's own, and clearing and refilling every variable
+    (a putenv or unsetenv each) cost ~2 ms per request, twice per request."""
+    current = os.environ
+    for name in [n for n in current if n not in env]:
+        del current[name]
+    for name, value in env.items():
+        if current.get(name) != value:
+            current[name] = value
 
 
 def _rss_kb() -> int:
