@@ -19,16 +19,13 @@ Requests (one JSON object per connection, see `gitguard.client`):
 from __future__ import annotations
 
 import base64
-import contextlib
-import io
 import json
 import logging
 import os
 import queue
 import signal
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +37,7 @@ from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
 from gitguard.fastsnap import DaemonSnapshotter
 from gitguard.models import ToolLedgerEntry
+from gitguard.requestenv import client_context
 from gitguard.server import SocketServer
 from gitguard.snapshot import Snapshotter
 from gitguard.watcher import Source, WatchdogSource
@@ -319,7 +317,7 @@ class Daemon:
         raw = args.get("stdin")     # bytes from the native client, base64 text in JSON
         stdin = raw if isinstance(raw, bytes) else base64.b64decode(raw) if raw else b""
         env = args.get("env") if isinstance(args.get("env"), dict) else None
-        with _client_context(cwd, env, stdin) as (out, err):
+        with client_context(cwd, env, stdin) as (out, err):
             code = cli.run(["-C", cwd, *[str(a) for a in argv]], self._open_guard)
         return {"exit": code, "stdout": out.getvalue().decode("utf-8", "surrogateescape"),
                 "stderr": err.getvalue().decode("utf-8", "surrogateescape")}
@@ -336,7 +334,7 @@ class Daemon:
             return {"fallback": True, "reason": "another workspace"}
         env = args.get("env") if isinstance(args.get("env"), dict) else None
         try:
-            with _client_context(cwd, env, b""):
+            with client_context(cwd, env, b""):
                 if op == "api.begin_call":
                     entry = self.guard.begin_call(kwargs.pop("tool"), kwargs.pop("tool_input"),
                                                   **kwargs)
@@ -373,46 +371,6 @@ class Daemon:
             return {"exit": exc.exit_code, "stdout": "",
                     "stderr": f"Error: {exc.message}\n" + (f"Hint: {exc.hint}\n" if exc.hint
                                                            else "")}
-
-
-@contextlib.contextmanager
-def _client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
-                    ) -> Iterator[tuple[io.BytesIO, io.BytesIO]]:
-    """Run as the client would: its directory, environment and stdin; output captured.
-    Only the worker thread does this, one request at a time."""
-    out, err = io.BytesIO(), io.BytesIO()
-    saved = (sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ))
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
-    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape",
-                                  write_through=True)
-    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", errors="surrogateescape",
-                                  write_through=True)
-    try:
-        os.chdir(cwd)
-        if env is not None:
-            _set_environ(env)
-        yield out, err
-    finally:
-        for stream in (sys.stdin, sys.stdout, sys.stderr):
-            with contextlib.suppress(ValueError):
-                stream.flush()
-                stream.detach()     # keep the BytesIO open: the wrapper would close it
-        sys.stdin, sys.stdout, sys.stderr = saved[0], saved[1], saved[2]
-        os.chdir(saved[3])
-        if env is not None:
-            _set_environ(saved[4])
-
-
-def _set_environ(env: Mapping[str, str]) -> None:
-    """Make os.environ equal `env`, touching only the variables that differ: a hook's
-    environment is mostly the daemon's own, and clearing and refilling every variable
-    (a putenv or unsetenv each) cost ~2 ms per request, twice per request."""
-    current = os.environ
-    for name in [n for n in current if n not in env]:
-        del current[name]
-    for name, value in env.items():
-        if current.get(name) != value:
-            current[name] = value
 
 
 def _rss_kb() -> int:

@@ -473,8 +473,8 @@ def test_a_rollback_under_a_running_daemon_leaves_no_user_record_behind(repo: Pa
 
 def test_a_requests_environment_is_swapped_in_and_out_exactly(monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
-    """`_set_environ` touches only what differs; the result equals a clear-and-fill."""
-    from gitguard.daemon import _set_environ
+    """`set_environ` touches only what differs; the result equals a clear-and-fill."""
+    from gitguard.requestenv import set_environ
 
     monkeypatch.setenv("GG_KEPT", "same")
     monkeypatch.setenv("GG_CHANGED", "before")
@@ -482,8 +482,8 @@ def test_a_requests_environment_is_swapped_in_and_out_exactly(monkeypatch: pytes
     saved = dict(os.environ)
     wanted = {**saved, "GG_CHANGED": "after", "GG_ADDED": "new"}
     del wanted["GG_DROPPED"]
-    _set_environ(wanted)
+    set_environ(wanted)
     assert dict(os.environ) == wanted
     assert os.getenv("GG_DROPPED") is None and os.getenv("GG_ADDED") == "new"
-    _set_environ(saved)
+    set_environ(saved)
     assert dict(os.environ) == saved
