@@ -89,7 +89,9 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                        reason=refused.message)
             raise
         stored_input = durable.canonical_json(redacted_input)
-        input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input)
+        # Its directory is fsynced after the pre checkpoint, before the ledger names it.
+        input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input,
+                                           sync_dir=False)
         planned = ToolLedgerEntry(
             call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
             tool_name=tool, input_hash=digest, status="planned",
@@ -113,6 +115,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                 call_id=call_id)
         started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                              "pre_checkpoint_id": pre.checkpoint_id})
+        g.store.sync_artifacts()
         ledger.append_entries(g.store, state, [planned, started])
         trace.emit(g.store, "tool", "tool.start", session_id=session.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
@@ -136,14 +139,17 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         ledger.check_transition(entry, status, call_id)
         index = checkpoints.read_index(g.store)
         tree = g.snap.write_tree()
-        post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
-                                 kind="post", tree=tree, ledger_seq=state.last_seq,
-                                 step_id=entry.step_id, call_id=call_id)
+        # The patch and result artifacts first, their directory fsynced once after the post
+        # checkpoint: nothing names them before the ledger record, and the checkpoint's own
+        # fsyncs carry their new names on the way (a journal commit fewer on ext4).
         patches, patch_bytes = _file_patches(g, index, entry, tree.tree)
         result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data, sync_dir=False)
                       if data is not None else None)
+        post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
+                                 kind="post", tree=tree, ledger_seq=state.last_seq,
+                                 step_id=entry.step_id, call_id=call_id)
         if patches or result_ref is not None:
-            g.store.sync_artifacts()    # one directory fsync for the patch and the result
+            g.store.sync_artifacts()
         finished = entry.model_copy(update={
             "status": status, "finished_at": clock.stamp(), "result_ref": result_ref,
             "post_checkpoint_id": post.checkpoint_id, "file_patches": patches,
