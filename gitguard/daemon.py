@@ -228,6 +228,7 @@ class Daemon:
             self.calls_since_pack += 1
             return self.run_api(op, args)
         if op in ("hook.claude_code", "hook.git"):
+            self.calls_since_pack += 1      # their calls end here too: no pack of their own
             return self.run_hook(op, args)
         simple = {"ping": self.ping, "status": self.status, "stop": self.request_stop,
                   "flush": self.flush, "rescan": self.rescan, "resync": self.resync,
