@@ -89,7 +89,9 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                        reason=refused.message)
             raise
         stored_input = durable.canonical_json(redacted_input)
-        input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input)
+        # Its directory is fsynced after the pre checkpoint, before the ledger names it.
+        input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input,
+                                           sync_dir=False)
         planned = ToolLedgerEntry(
             call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
             tool_name=tool, input_hash=digest, status="planned",
@@ -113,6 +115,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                 call_id=call_id)
         started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                              "pre_checkpoint_id": pre.checkpoint_id})
+        g.store.sync_artifacts()
         ledger.append_entries(g.store, state, [planned, started])
         trace.emit(g.store, "tool", "tool.start", session_id=session.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
@@ -136,12 +139,17 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         ledger.check_transition(entry, status, call_id)
         index = checkpoints.read_index(g.store)
         tree = g.snap.write_tree()
+        # The patch and result artifacts first, their directory fsynced once after the post
+        # checkpoint: nothing names them before the ledger record, and the checkpoint's own
+        # fsyncs carry their new names on the way (a journal commit fewer on ext4).
+        patches, patch_bytes = _file_patches(g, index, entry, tree.tree)
+        result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data, sync_dir=False)
+                      if data is not None else None)
         post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
                                  kind="post", tree=tree, ledger_seq=state.last_seq,
                                  step_id=entry.step_id, call_id=call_id)
-        patches, patch_bytes = _file_patches(g, index, entry, tree.tree)
-        result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data)
-                      if data is not None else None)
+        if patches or result_ref is not None:
+            g.store.sync_artifacts()
         finished = entry.model_copy(update={
             "status": status, "finished_at": clock.stamp(), "result_ref": result_ref,
             "post_checkpoint_id": post.checkpoint_id, "file_patches": patches,
@@ -153,12 +161,14 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                    status=status, files=len(patches), checkpointId=post.checkpoint_id,
                    toolMs=_elapsed_ms(entry.started_at, entered),
                    bytes=len(data or b"") + patch_bytes)
-        # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar.
-        # The call is recorded by now; housekeeping that fails must not make it look failed.
-        try:
-            packing.maybe_pack(g.store, g.snap.repo)
-        except GitguardError as exc:
-            trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
+        # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar
+        # (the daemon checks every few calls itself). The call is recorded by now;
+        # housekeeping that fails must not make it look failed.
+        if not getattr(g, "packs_in_background", False):
+            try:
+                packing.maybe_pack(g.store, g.snap.repo)
+            except GitguardError as exc:
+                trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
     return finished
 
 
@@ -184,7 +194,7 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     if not changes:
         return (), 0
     patch = patchtext.render(g.snap.repo, changes)     # in-process: no git diff-tree -p
-    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch)
+    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch, sync_dir=False)
     created = clock.stamp()
     return tuple(
         FilePatchEntry(path=c.path, before_hash=c.old_oid, after_hash=c.new_oid,

@@ -20,16 +20,13 @@ Requests (one JSON object per connection, see `gitguard.client`):
 from __future__ import annotations
 
 import base64
-import contextlib
-import io
 import json
 import logging
 import os
 import queue
 import signal
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +38,15 @@ from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
 from gitguard.fastsnap import DaemonSnapshotter
 from gitguard.models import ToolLedgerEntry
+from gitguard.requestenv import client_context
 from gitguard.server import SocketServer
 from gitguard.snapshot import Snapshotter
 from gitguard.watcher import Source, WatchdogSource
 from gitguard.workspace import NON_GIT_STORE, Workspace, discover
 
 DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is quiet this long
-PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted
+PACK_CHECK_S = 30.0         # how often (at most) loose objects are counted when idle
+PACK_EVERY = 32             # ... and after this many calls and hooks (~6 objects each)
 IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays near zero)
 BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
 SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause this long
@@ -59,6 +58,9 @@ class DaemonGuard(Guard):
     """The daemon's long-lived Guard: trees from the engine, call windows to the tracker."""
 
     engine: Engine
+    # `call end` leaves the loose-object check to the daemon (`Daemon.step`): once per
+    # PACK_EVERY requests instead of 17 directory listings and two file reads per call.
+    packs_in_background = True
 
     def attach(self, engine: Engine) -> None:
         snap = DaemonSnapshotter(self.store, self.settings)
@@ -149,6 +151,11 @@ class Daemon:
             since = engine.unsynced_since
             if since is not None and time.monotonic() - since >= SYNC_MAX_S:
                 self.idle()     # calls back to back: a batch of rows, fsynced once
+            if self.calls_since_pack >= PACK_EVERY:
+                try:
+                    self.pack()
+                except Exception:  # noqa: BLE001 - housekeeping; idle retries later
+                    self.log.exception("pack check failed")
         else:
             engine.absorb(item)
 
@@ -222,6 +229,7 @@ class Daemon:
             self.calls_since_pack += 1
             return self.run_api(op, args)
         if op in ("hook.claude_code", "hook.git"):
+            self.calls_since_pack += 1      # their calls end here too: no pack of their own
             return self.run_hook(op, args)
         if op in recovery_daemon.OPS:
             return recovery_daemon.handle(self, op, args)
@@ -313,7 +321,7 @@ class Daemon:
         raw = args.get("stdin")     # bytes from the native client, base64 text in JSON
         stdin = raw if isinstance(raw, bytes) else base64.b64decode(raw) if raw else b""
         env = args.get("env") if isinstance(args.get("env"), dict) else None
-        with _client_context(cwd, env, stdin) as (out, err):
+        with client_context(cwd, env, stdin) as (out, err):
             code = cli.run(["-C", cwd, *[str(a) for a in argv]], self._open_guard)
         return {"exit": code, "stdout": out.getvalue().decode("utf-8", "surrogateescape"),
                 "stderr": err.getvalue().decode("utf-8", "surrogateescape")}
@@ -330,7 +338,7 @@ class Daemon:
             return {"fallback": True, "reason": "another workspace"}
         env = args.get("env") if isinstance(args.get("env"), dict) else None
         try:
-            with _client_context(cwd, env, b""):
+            with client_context(cwd, env, b""):
                 if op == "api.begin_call":
                     entry = self.guard.begin_call(kwargs.pop("tool"), kwargs.pop("tool_input"),
                                                   **kwargs)
@@ -367,36 +375,6 @@ class Daemon:
             return {"exit": exc.exit_code, "stdout": "",
                     "stderr": f"Error: {exc.message}\n" + (f"Hint: {exc.hint}\n" if exc.hint
                                                            else "")}
-
-
-@contextlib.contextmanager
-def _client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
-                    ) -> Iterator[tuple[io.BytesIO, io.BytesIO]]:
-    """Run as the client would: its directory, environment and stdin; output captured.
-    Only the worker thread does this, one request at a time."""
-    out, err = io.BytesIO(), io.BytesIO()
-    saved = (sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ))
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
-    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape",
-                                  write_through=True)
-    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", errors="surrogateescape",
-                                  write_through=True)
-    try:
-        os.chdir(cwd)
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
-        yield out, err
-    finally:
-        for stream in (sys.stdin, sys.stdout, sys.stderr):
-            with contextlib.suppress(ValueError):
-                stream.flush()
-                stream.detach()     # keep the BytesIO open: the wrapper would close it
-        sys.stdin, sys.stdout, sys.stderr = saved[0], saved[1], saved[2]
-        os.chdir(saved[3])
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(saved[4])
 
 
 def _rss_kb() -> int:

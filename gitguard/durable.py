@@ -43,8 +43,9 @@ def ensure_dir(path: Path) -> None:
         path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
-    """Write tmp, fsync, rename over, fsync the directory."""
+def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE, sync_dir: bool = True) -> None:
+    """Write tmp, fsync, rename over, fsync the directory (`sync_dir=False`: the caller
+    fsyncs it once after several writes, before anything names them)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
@@ -57,7 +58,8 @@ def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def canonical_json(value: Any) -> bytes:

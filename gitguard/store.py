@@ -109,11 +109,17 @@ class Store:
 
         return Privacy(self, self.settings)
 
-    def write_artifact(self, name: str, data: bytes) -> str:
-        """Sealed when encryption is on; redaction is the caller's choice (never patches)."""
+    def write_artifact(self, name: str, data: bytes, sync_dir: bool = True) -> str:
+        """Sealed when encryption is on; redaction is the caller's choice (never patches).
+        `sync_dir=False`: the caller runs `sync_artifacts` before a record names it."""
         durable.ensure_dir(self.artifacts_dir)
-        durable.atomic_write(self.artifacts_dir / name, self.privacy.seal(data, f"artifact:{name}"))
+        durable.atomic_write(self.artifacts_dir / name, self.privacy.seal(data, f"artifact:{name}"),
+                             sync_dir=sync_dir)
         return f"artifacts/{name}"
+
+    def sync_artifacts(self) -> None:
+        """The artifacts directory's entries durable: one fsync for several artifacts."""
+        durable.fsync_dir(self.artifacts_dir)
 
     @cached_property
     def _bundles(self) -> Bundles:

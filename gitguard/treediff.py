@@ -16,6 +16,7 @@ alone is an `M`.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 
 import pygit2
@@ -29,13 +30,33 @@ Entry = tuple[int, pygit2.Oid, pygit2.Object]
 
 
 def diff_trees(repo: pygit2.Repository, old: str, new: str) -> list[Change]:
-    """What `git diff-tree -r --no-renames` reports, in-process, sorted by path bytes."""
+    """What `git diff-tree -r --no-renames` reports, in-process, sorted by path bytes.
+
+    The last few answers are kept: trees are immutable, and `call end` asks for the same
+    pre-to-post diff three times (the checkpoint's dirty summary, the file patches, the
+    attribution record)."""
     if old == new:
         return []
-    found: list[tuple[bytes, Change]] = []
-    _compare(_entries(_tree(repo, old)), _entries(_tree(repo, new)), b"", found)
-    found.sort(key=lambda pair: pair[0])
-    return [change for _, change in found]
+    key = (repo.path, old, new)
+    with _lock:
+        known = _recent.get(key)
+    if known is None:
+        found: list[tuple[bytes, Change]] = []
+        _compare(_entries(_tree(repo, old)), _entries(_tree(repo, new)), b"", found)
+        found.sort(key=lambda pair: pair[0])
+        known = tuple(change for _, change in found)
+    if len(known) <= _RECENT_MAX_CHANGES:
+        with _lock:
+            _recent.pop(key, None)
+            _recent[key] = known        # most recent last
+            while len(_recent) > _RECENT:
+                del _recent[next(iter(_recent))]
+    return list(known)
+
+
+_RECENT, _RECENT_MAX_CHANGES = 8, 10_000
+_recent: dict[tuple[str, str, str], tuple[Change, ...]] = {}
+_lock = threading.Lock()
 
 
 def _tree(repo: pygit2.Repository, oid: str) -> pygit2.Tree:

@@ -375,6 +375,28 @@ def test_the_daemon_packs_loose_objects(repo: Path) -> None:
     subprocess.run(["git", "fsck", "--no-progress"], cwd=repo, check=True, capture_output=True)
 
 
+def test_calls_through_the_daemon_keep_loose_objects_packed(repo: Path) -> None:
+    """`call end` leaves the loose-object check to the daemon (every PACK_EVERY requests,
+    and when idle): calls back to back still get packed, with no gc request."""
+    from gitguard.daemon import PACK_EVERY
+
+    git(repo, "config", "gc.auto", "256")       # packing starts at max(256 // 8, 64) loose
+    with running_daemon(repo):
+        guard = Guard.open(repo)
+        for i in range(PACK_EVERY):                     # two requests each
+            entry = guard.begin_call("Bash", {"command": f"write 20 files ({i})"})
+            (repo / "packed" / str(i)).mkdir(parents=True)
+            for n in range(20):         # ~400 objects: the sampled count is far past 64
+                (repo / "packed" / str(i) / f"f{n}.txt").write_text(f"call {i} file {n}\n")
+            guard.end_call(entry.call_id, "succeeded", "ok")
+        log = store_of(repo) / "daemon.log"
+        wait_for("the daemon's own pack", lambda: "gitguard object(s)" in log.read_text())
+        counted = dict(line.split(": ") for line in
+                       git(repo, "count-objects", "-v").splitlines())
+        assert int(counted["in-pack"]) > PACK_EVERY * 10, "most of the calls' blobs are packed"
+    subprocess.run(["git", "fsck", "--no-progress"], cwd=repo, check=True, capture_output=True)
+
+
 def test_init_starts_the_daemon_unless_told_not_to(repo: Path, tmp_path: Path) -> None:
     allow = {"GITGUARD_NO_DAEMON": ""}
     assert json.loads(gg(repo, "init", "--no-daemon", "--json", env=allow).stdout)[
@@ -447,3 +469,21 @@ def test_a_rollback_under_a_running_daemon_leaves_no_user_record_behind(repo: Pa
                              "--json").stdout)
         assert undo["conflicts"] == [], "the first rollback's writes were not the user's"
         assert {p: (repo / p).read_bytes() for p in before} == before
+
+
+def test_a_requests_environment_is_swapped_in_and_out_exactly(monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """`set_environ` touches only what differs; the result equals a clear-and-fill."""
+    from gitguard.requestenv import set_environ
+
+    monkeypatch.setenv("GG_KEPT", "same")
+    monkeypatch.setenv("GG_CHANGED", "before")
+    monkeypatch.setenv("GG_DROPPED", "x")
+    saved = dict(os.environ)
+    wanted = {**saved, "GG_CHANGED": "after", "GG_ADDED": "new"}
+    del wanted["GG_DROPPED"]
+    set_environ(wanted)
+    assert dict(os.environ) == wanted
+    assert os.getenv("GG_DROPPED") is None and os.getenv("GG_ADDED") == "new"
+    set_environ(saved)
+    assert dict(os.environ) == saved

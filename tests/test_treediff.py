@@ -152,3 +152,22 @@ def test_random_trees_match_libgit2(tmp_path: Path) -> None:
         a, b = _build(repo, old), _build(repo, new)
         assert diff_trees(repo, a, b) == _libgit2(repo, a, b)
         assert diff_trees(repo, b, a) == _libgit2(repo, b, a)
+
+
+def test_a_remembered_diff_equals_a_fresh_one(tmp_path: Path) -> None:
+    """`diff_trees` keeps its last answers (trees never change): each equals the walk."""
+    from gitguard import treediff
+
+    repo = pygit2.init_repository(str(tmp_path / "r"))
+    rng = random.Random(7)
+    trees = [_build(repo, _random_spec(rng)) for _ in range(12)]
+    pairs = [(rng.choice(trees), rng.choice(trees)) for _ in range(60)]
+    for old, new in pairs:
+        treediff._recent.clear()
+        first = diff_trees(repo, old, new)
+        assert first == _libgit2(repo, old, new)
+        first.append(Change("changed by a caller", "A", 0, 0o100644, None, "0" * 40))
+        assert diff_trees(repo, old, new) == _libgit2(repo, old, new)
+    for old, new in pairs:                  # answered from memory when recent
+        assert diff_trees(repo, old, new) == _libgit2(repo, old, new)
+    assert len(treediff._recent) <= treediff._RECENT

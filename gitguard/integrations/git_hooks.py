@@ -16,7 +16,8 @@ shared by every worktree of a repository).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from gitguard.errors import EXIT_REFUSED
 from gitguard.gitcmd import run_git
 from gitguard.integrations import baselines
 from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
-from gitguard.models import Confidence, ToolLedgerEntry
+from gitguard.models import CheckpointIndexRow, Confidence, ToolLedgerEntry
 from gitguard.snapshot import EMPTY_TREE
 
 if TYPE_CHECKING:
@@ -140,19 +141,43 @@ def _changed_paths(guard: Guard, old: str | None, new: str | None) -> list[str]:
     return [c.path for c in snap.diff(snap.tree_of(old), snap.tree_of(new))] if old and new else []
 
 
-def _written_by_git(guard: Guard, base: str, tree: str) -> list[str]:
+def _written_by_git(guard: Guard, base: str, tree: str) -> Callable[[], list[str]]:
     """With HEAD in place (`git checkout -- FILE`, a squash merge): the paths that changed
     since the last snapshot and now hold what the index holds, i.e. what git wrote.
 
     An agent's edit in the same window differs from the index, so it stays the agent's.
+
+    Returns a function that gives the answer: the `git ls-files` behind it (a read of the
+    whole user index, ~15 ms at 100k files) runs in a thread meanwhile, so the caller
+    writes its checkpoint (fsyncs) in that time. The thread runs git only: pygit2 objects
+    stay on the caller's thread.
     """
     index_file = guard.ws.user_index
     if index_file is None or not index_file.is_file():
-        return []
+        return list
     changes = guard.snap.diff(base, tree)
-    staged = staged_blobs(guard.ws.root, guard.ws.git_dir, index_file,
-                          [c.path for c in changes])
-    return [c.path for c in changes if staged.get(c.path) == c.new_oid]
+    if not changes:
+        return list
+    root, git_dir, paths = guard.ws.root, guard.ws.git_dir, [c.path for c in changes]
+    box: list[dict[str, str] | BaseException] = []
+
+    def work() -> None:
+        try:
+            box.append(staged_blobs(root, git_dir, index_file, paths))
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            box.append(exc)
+
+    thread = threading.Thread(target=work, name="gitguard-ls-files", daemon=True)
+    thread.start()
+
+    def answer() -> list[str]:
+        thread.join()
+        staged = box[0]
+        if isinstance(staged, BaseException):
+            raise staged
+        return [c.path for c in changes if staged.get(c.path) == c.new_oid]
+
+    return answer
 
 
 def staged_blobs(root: Path, git_dir: Path, index_file: Path, paths: list[str]
@@ -186,13 +211,18 @@ def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
         index = checkpoints.read_index(store)
         previous = index.latest()
         tree = snap.write_tree()
+        # HEAD in place: ask the index while the checkpoint is written (same answer).
+        early = snap.head_info()[0]
+        written = _written_by_git(guard, _base(guard, previous), tree.tree) \
+            if old is not None and old == early else None
         checkpoint = checkpoints.write(
             store, snap, index, session_id=baselines.GIT_SESSION, kind="manual", tree=tree,
             ledger_seq=state.last_seq, step_id=f"git:{name}")
         new, branch = checkpoint.head, checkpoint.branch
         if old is not None and old == new:
-            base = snap.tree_of(previous.snapshot_commit) if previous else EMPTY_TREE
-            paths = _written_by_git(guard, base, tree.tree)
+            if written is None or early != new:     # HEAD moved meanwhile: ask again
+                written = _written_by_git(guard, _base(guard, previous), tree.tree)
+            paths = written()
         else:
             paths = _changed_paths(guard, old, new)
         move = GitMove(at=clock.stamp(), hook=name, kind=kind, old_head=old, new_head=new,
@@ -205,6 +235,10 @@ def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
                    checkpointId=checkpoint.checkpoint_id, kind=kind, oldHead=old, newHead=new,
                    owner=owner, files=len(paths))
     return ""
+
+
+def _base(guard: Guard, previous: CheckpointIndexRow | None) -> str:
+    return guard.snap.tree_of(previous.snapshot_commit) if previous else EMPTY_TREE
 
 
 def _post_commit(guard: Guard, env: Mapping[str, str]) -> str:
