@@ -34,6 +34,7 @@ from gitguard.store import Store
 
 BLOB = 0o100644
 EXEC = 0o100755
+DIRECT_PATHS = 3    # up to this many changed paths: objects written loose, directly
 LINK = 0o120000
 TREE = 0o040000
 GITLINK = 0o160000
@@ -112,6 +113,7 @@ class IncrementalTree:
         # Objects are computed by libgit2 but held in memory, then written as one pack
         # when many (packwrite): loose writes were ~85% of a 100-file snapshot.
         self.writer, self.held = packwrite.memory_repo(repo)
+        self._w = repo                  # the handle this advance writes through
         self.store = store
         self.root = os.fsencode(root)
         self.size_cap = size_cap
@@ -129,13 +131,18 @@ class IncrementalTree:
                 raise NeedsFullScan(f"{path!r} is not UTF-8") from None
         base = tree_of(self.repo, self.tree)       # lookups: libgit2's cache, no callback
         self._entries: dict[bytes, pygit2.Object | None] = {}
+        # A few paths make fewer objects than a pack is worth (packwrite.PACK_THRESHOLD):
+        # they go straight to the repository, whose object cache already holds the trees
+        # on their way (through the memory handle each is read again via Python).
+        self._w = self.repo if len(paths) <= DIRECT_PATHS else self.writer
         top = _Node()
         try:
             for path in paths:
                 self._resolve(base, path, top)
-            built = self._build(tree_of(self.writer, self.tree), top)
+            built = self._build(base if self._w is self.repo else tree_of(self._w, self.tree),
+                                top)
             if built is None:
-                built = self.writer.TreeBuilder().write()
+                built = self._w.TreeBuilder().write()
         except BaseException:
             self.held.objects.clear()   # nothing names them
             raise
@@ -216,7 +223,7 @@ class IncrementalTree:
         if stat.S_ISLNK(info.st_mode):
             if tracked is None and self._ignored(path):
                 return None
-            return Leaf(self.writer.create_blob(os.readlink(full)), LINK)
+            return Leaf(self._w.create_blob(os.readlink(full)), LINK)
         if not stat.S_ISREG(info.st_mode):
             return None
         if tracked is None:
@@ -231,7 +238,7 @@ class IncrementalTree:
         # The bytes on disk (git would convert nothing here: see needs_git_filters);
         # create_blob_fromdisk looked attributes up for every path, ~5x slower.
         with open(full, "rb") as fh:
-            return Leaf(self.writer.create_blob(fh.read()), mode)
+            return Leaf(self._w.create_blob(fh.read()), mode)
 
     def _ignored(self, path: bytes) -> bool:
         return bool(self.repo.path_is_ignored(path.decode()))
@@ -275,7 +282,7 @@ class IncrementalTree:
 
     # --- writing trees -------------------------------------------------------------------
     def _build(self, tree: pygit2.Tree | None, node: _Node) -> pygit2.Oid | None:
-        builder = self.writer.TreeBuilder(tree) if tree is not None else self.writer.TreeBuilder()
+        builder = self._w.TreeBuilder(tree) if tree is not None else self._w.TreeBuilder()
         for raw, child in node.children.items():
             name = raw.decode()
             existing = builder.get(name)
@@ -287,7 +294,7 @@ class IncrementalTree:
                     builder.remove(name)
                 continue
             is_tree = existing is not None and existing.filemode == TREE
-            subtree = tree_of(self.writer, existing.id) if is_tree and not child.replace else None
+            subtree = tree_of(self._w, existing.id) if is_tree and not child.replace else None
             sub = self._build(subtree, child)
             if sub is not None:
                 builder.insert(name, sub, TREE)
