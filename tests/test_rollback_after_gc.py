@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rollback_helpers import tree_state
+from storage_helpers import GC_ENV
 
 from conftest import gg
 from gitguard.api import Guard
 from gitguard.rollback import rollback_files
-
-GC_ENV = {"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "2"}
 
 
 def edit(guard: Guard, rel: str, text: str) -> None:

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from storage_helpers import GC_ENV, calls
 
 from conftest import gg
 from gitguard import (
@@ -25,16 +26,6 @@ from gitguard import (
 )
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
-
-GC_ENV = {"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "2"}
-
-
-def calls(repo: Path, guard: Guard, n: int, start: int = 0) -> None:
-    for i in range(start, start + n):
-        entry = guard.begin_call("Edit", {"file_path": "src/app.py", "n": i},
-                                 writes=["src/app.py"])
-        (repo / "src" / "app.py").write_text(f"def main():\n    return {i}\n")
-        guard.end_call(entry.call_id, "succeeded", f"edit {i}")
 
 
 def artifacts_of(guard: Guard) -> dict[str, bytes]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from storage_helpers import GC_ENV
+
 from conftest import gg
 from gitguard import attrlog, gc_attribution, rollback
 from gitguard.api import Guard
 from gitguard.attribution import USER, Verdict
-
-GC_ENV = {"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "2"}
 
 
 def rows(guard: Guard, *items: tuple[str, str, str]) -> None:
