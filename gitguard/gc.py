@@ -14,7 +14,8 @@ which every indexed checkpoint survives `git gc --prune=now`:
    ledger's lines move into ledger.segment and the rest of the trace into trace.segment;
 5. gitguard's objects are packed, and what nothing reaches any more is left out.
 
-It never runs `git gc` or `git prune` on the user's repository.
+It never runs `git gc` or `git prune` on the user's repository, and `git repack` of the
+whole repository only when asked (gitguard.gc_repack).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gitguard import (
     faults,
     gc_artifacts,
     gc_attribution,
+    gc_repack,
     ledger,
     ledger_fold,
     ledger_segment,
@@ -73,6 +75,8 @@ class GcReport:
     before: dict[str, int] = field(default_factory=dict)
     after: dict[str, int] = field(default_factory=dict)
     pack: packing.PackStats | None = None
+    repack_repository: bool = False
+    repack: gc_repack.RepackStats | None = None
     duration_ms: float = 0.0
 
     @property
@@ -91,6 +95,8 @@ class GcReport:
                 "attributionRowsDropped": self.attribution_rows_dropped, "before": self.before,
                 "after": self.after, "freedBytes": self.freed_bytes,
                 "pack": self.pack.to_json() if self.pack else None,
+                "repackRepository": self.repack_repository,
+                "repositoryRepack": self.repack.to_json() if self.repack else None,
                 "durationMs": round(self.duration_ms, 3)}
 
 
@@ -118,9 +124,13 @@ def measure(store: Store) -> dict[str, int]:
     return {"storeFiles": store_bytes, "gitguardPacks": own, "looseObjects": loose_bytes}
 
 
-def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = False) -> GcReport:
+def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = False,
+        repack_repository: bool = False) -> GcReport:
     started = time.perf_counter()
-    report = GcReport(dry_run=dry_run)
+    whole = repack_repository or settings.retention.repack_repository
+    report = GcReport(dry_run=dry_run, repack_repository=whole)
+    if whole:
+        gc_repack.check_possible(store)
     with store.writing():
         found = verify_mod.problems(store, snap)
         if found:
@@ -169,6 +179,8 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         trace.compact(store, cutoff)
         report.pack = packing.pack_gitguard_objects(store, merge=True, drop_unreachable=True)
         report.pack.loose_before = first.loose_before
+        if whole:
+            report.repack = gc_repack.repack_repository(store)
         report.after = measure(store)
         report.duration_ms = (time.perf_counter() - started) * 1000
         trace.emit(store, "gc", "gc.run", duration_ms=report.duration_ms,

@@ -40,6 +40,7 @@ class Retention:
     keep_days: float = 7.0       # sessions active more recently than this are kept whole
     pinned: tuple[str, ...] = ()
     trace_days: float = 30.0     # trace events older than this are dropped
+    repack_repository: bool = False  # also `git repack` the whole repository (gc_repack)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -152,10 +153,14 @@ def _retention(config: dict[str, Any]) -> Retention:
         keep_days=pick("keep_days", default.keep_days, 0),
         pinned=_strings("gc.pinned", table.get("pinned", [])),
         trace_days=pick("trace_days", default.trace_days, 0),
+        repack_repository=_bool("GITGUARD_GC_REPACK_REPOSITORY",
+                                table.get("repack_repository", False),
+                                "[gc] repack_repository = true in .gitguard.toml"),
     )
 
 
-def _bool(env: str, configured: object) -> bool:
+def _bool(env: str, configured: object,
+          example: str = "[encryption] enabled = true in .gitguard.toml") -> bool:
     raw = os.environ.get(env)
     value: object = raw if raw else configured
     if isinstance(value, bool):
@@ -166,4 +171,4 @@ def _bool(env: str, configured: object) -> bool:
     if text in ("0", "false", "no", "off", ""):
         return False
     raise GitguardError(f"{env} must be true or false, not {value!r}",
-                        "[encryption] enabled = true in .gitguard.toml, or GITGUARD_ENCRYPT=1")
+                        f"{example}, or {env}=1")

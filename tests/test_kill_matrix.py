@@ -118,6 +118,8 @@ SCENARIOS = {
     # gc rewrites the index and trims the trace on purpose; the ledger stays append-only.
     "gc": Scenario(setup_long, ("gc",), env=GC_ENV, journals=("ledger.jsonl",)),
     "gc-shrink": Scenario(setup_many_files, ("gc",), env=GC_ENV, journals=("ledger.jsonl",)),
+    "gc-repack": Scenario(setup_long, ("gc", "--repack-repository"), env=GC_ENV,
+                          journals=("ledger.jsonl",)),
 }
 
 # (fault point, scenario, status of call_2 after resume; None: it never reached the ledger)
@@ -171,6 +173,7 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("gc.after_trace_segment", "gc", "succeeded"),
     ("gc.after_dir_swap", "gc-shrink", "succeeded"),
     ("pack.before_delete", "gc", "succeeded"),
+    ("gc.after_repack", "gc-repack", "succeeded"),
 ]
 # What gitguard's own entry is after resume: a rollback killed mid-apply had started writing.
 OWN_STATUS = {"rollback.after_safety": None, "rollback.mid_apply": "uncertain"}

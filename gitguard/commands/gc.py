@@ -12,16 +12,21 @@ def _mb(n: int) -> str:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Say what would go; change nothing.")
+@click.option("--repack-repository", is_flag=True,
+              help="Then `git repack` the whole repository (as `git gc` would), so "
+                   "gitguard's objects are stored as deltas of yours. Needs git 2.37+.")
 @json_option
 @pass_ctx
-def gc(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
+def gc(ctx: Ctx, dry_run: bool, repack_repository: bool, as_json: bool) -> None:
     """Drop checkpoints the retention policy lets go, then pack gitguard's objects.
 
     \b
     Kept: the first and last checkpoints of each session ([gc] keep_first, keep_last),
     every pre_rollback and resume checkpoint, pinned ones, sessions active within
     keep_days, unfinished calls' pre checkpoints, open conflicts' checkpoints.
-    Never runs `git gc` or `git prune` on your repository.
+    Never runs `git gc` or `git prune` on your repository; `git repack` of your whole
+    repository only with --repack-repository ([gc] repack_repository = true), which keeps
+    every unreachable object in a cruft pack.
 
     \b
     Example: gitguard gc --dry-run
@@ -29,7 +34,8 @@ def gc(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
     from gitguard import gc as gc_mod
 
     guard = ctx.guard
-    report = gc_mod.run(guard.store, guard.snap, guard.settings, dry_run=dry_run)
+    report = gc_mod.run(guard.store, guard.snap, guard.settings, dry_run=dry_run,
+                        repack_repository=repack_repository)
 
     def human() -> None:
         verb = "would drop" if dry_run else "dropped"
@@ -40,6 +46,8 @@ def gc(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
         click.echo(f"unreferenced artifacts {verb}: {len(report.artifacts_removed)}")
         click.echo(f"trace events {verb}: {report.trace_events_dropped}")
         if dry_run:
+            if report.repack_repository:
+                click.echo("would then repack the whole repository (git repack -a -d --cruft)")
             return
         click.echo(f"attribution rows dropped: {report.attribution_rows_dropped}")
         if report.pack is not None:
@@ -49,6 +57,11 @@ def gc(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
                        f"{p.loose_before} -> {p.loose_after}")
             for note in p.notes:
                 click.echo(f"note: {note}")
+        if report.repack is not None:
+            r = report.repack
+            click.echo(f"repository repacked: {r.packs_before} packs, {_mb(r.bytes_before)} -> "
+                       f"{r.packs_after} packs, {_mb(r.bytes_after)} "
+                       f"in {r.duration_ms / 1000:.2f}s")
         for key in report.before:
             click.echo(f"{key}: {_mb(report.before[key])} -> {_mb(report.after[key])}")
         click.echo(f"freed {_mb(report.freed_bytes)} in {report.duration_ms / 1000:.2f}s")

@@ -1,0 +1,106 @@
+"""`gitguard gc --repack-repository`: one `git repack` of the whole repository, on request.
+
+It is the one place gitguard rewrites the user's packs, so the tests check what a user
+would worry about: every object stays (unreachable ones too), HEAD, index, branches,
+stash and refs are as they were, every kept checkpoint restores, and the store agrees.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from storage_helpers import GC_ENV, calls
+
+from conftest import gg, git
+from gitguard import packing
+from gitguard.api import Guard
+from gitstate import capture, fsck_clean
+
+
+def exists(repo: Path, oid: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", oid], cwd=repo).returncode == 0
+
+
+def unreachable_objects(repo: Path) -> tuple[str, str]:
+    """A loose blob nothing names, and a commit only an old pack holds."""
+    loose = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, check=True,
+                           input=b"a blob the user may still want\n",
+                           capture_output=True).stdout.decode().strip()
+    git(repo, "checkout", "-q", "-b", "experiment")
+    (repo / "experiment.txt").write_text("tried and dropped\n")
+    git(repo, "add", "experiment.txt")
+    git(repo, "commit", "-q", "-m", "experiment")
+    dropped = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-")
+    git(repo, "repack", "-a", "-d", "-q")          # the commit is now in a pack
+    git(repo, "branch", "-q", "-D", "experiment")
+    git(repo, "reflog", "expire", "--expire=now", "HEAD")  # not the stash: it is a reflog
+    return loose, dropped
+
+
+def packs(repo: Path) -> list[str]:
+    return sorted(p.name for p in (repo / ".git" / "objects" / "pack").glob("*.pack"))
+
+
+def test_repack_repository_keeps_every_object_and_the_users_state(repo: Path) -> None:
+    loose, dropped = unreachable_objects(repo)
+    guard = Guard.open(repo)
+    guard.start_session("s1")
+    calls(repo, guard, 5)
+    guard.end_session()
+    state_of = capture(repo)      # the user's set-up above is the state to keep
+    kept_commits = {r.checkpoint_id: r.snapshot_commit for r in guard.checkpoints()}
+
+    done = json.loads(gg(repo, "gc", "--repack-repository", "--json", env=GC_ENV).stdout)
+
+    assert done["repackRepository"] is True
+    repacked = done["repositoryRepack"]
+    assert repacked["packsBefore"] >= 2 and repacked["packsAfter"] >= 1
+    state_of.assert_unchanged(repo)
+    assert exists(repo, loose) and exists(repo, dropped), "unreachable objects are kept"
+    assert git(repo, "stash", "list").strip(), "the fixture's stash is still there"
+    assert not packing.own_packs(Guard.open(repo).store), "our packs went into git's"
+    gg(repo, "verify")
+    fsck_clean(repo)
+    # Every kept checkpoint still restores, also after the user's own gc.
+    git(repo, "gc", "--prune=now", "-q")
+    again = Guard.open(repo)
+    for checkpoint_id in done["kept"]:
+        commit = again.load_checkpoint(checkpoint_id).snapshot_commit
+        listing = git(repo, "ls-tree", "-r", "--object-only", commit)
+        check = subprocess.run(["git", "cat-file", "--batch-check"], cwd=repo,
+                               input=listing, capture_output=True, text=True, check=True)
+        assert "missing" not in check.stdout
+    assert set(done["kept"]) <= set(kept_commits)
+    # gitguard goes on working on the repacked repository.
+    again.start_session("s2")
+    calls(repo, again, 2, start=100)
+    gg(repo, "verify")
+
+
+def test_repack_is_opt_in_and_configurable(repo: Path) -> None:
+    guard = Guard.open(repo)
+    guard.start_session("s1")
+    calls(repo, guard, 4)
+    guard.end_session()
+    state_of = capture(repo)
+    plain = json.loads(gg(repo, "gc", "--json", env=GC_ENV).stdout)
+    assert plain["repackRepository"] is False and plain["repositoryRepack"] is None
+
+    dry = gg(repo, "gc", "--dry-run", env={**GC_ENV, "GITGUARD_GC_REPACK_REPOSITORY": "1"})
+    assert "would then repack the whole repository" in dry.stdout
+    listed = packs(repo)
+    (repo / ".gitguard.toml").write_text("[gc]\nrepack_repository = true\n")
+    done = json.loads(gg(repo, "gc", "--json", env=GC_ENV).stdout)
+    assert done["repackRepository"] is True and done["repositoryRepack"] is not None
+    assert packs(repo) != listed
+
+    (repo / ".gitguard.toml").write_text("[gc]\nrepack_repository = \"maybe\"\n")
+    bad = gg(repo, "gc", check=False, env=GC_ENV)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("Error:") and "Hint:" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    (repo / ".gitguard.toml").unlink()
+    state_of.assert_unchanged(repo)
