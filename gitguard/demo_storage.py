@@ -107,6 +107,10 @@ def _encrypted_and_collected(echo: Echo, root: Path) -> None:
         echo(f"gc kept {len(report.kept)} checkpoints, dropped {len(report.pruned)} and "
              f"{report.commits_dropped} snapshot commits, freed {report.freed_bytes} bytes; "
              f"loose objects now {packing.loose_count(objects)[0]}")
+        if report.repack is not None:
+            echo(f"then repacked the repository, so gitguard's objects are deltas of yours: "
+                 f"{report.repack.packs_before} packs -> {report.repack.packs_after}, "
+                 f"every unreachable object kept")
         _git(repo, "gc", "--prune=now", "-q")
         restored = sum(1 for row in guard.checkpoints()
                        if _git(repo, "cat-file", "-t", row.snapshot_commit).strip() == "commit")

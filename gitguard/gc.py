@@ -14,8 +14,8 @@ which every indexed checkpoint survives `git gc --prune=now`:
    ledger's lines move into ledger.segment and the rest of the trace into trace.segment;
 5. gitguard's objects are packed, and what nothing reaches any more is left out.
 
-It never runs `git gc` or `git prune` on the user's repository, and `git repack` of the
-whole repository only when asked (gitguard.gc_repack).
+It never runs `git gc` or `git prune` on the user's repository; at the end it runs the
+one whole-repository `git repack` that keeps every object (gitguard.gc_repack).
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class GcReport:
     pack: packing.PackStats | None = None
     repack_repository: bool = False
     repack: gc_repack.RepackStats | None = None
+    repack_note: str | None = None
     duration_ms: float = 0.0
 
     @property
@@ -97,6 +98,7 @@ class GcReport:
                 "pack": self.pack.to_json() if self.pack else None,
                 "repackRepository": self.repack_repository,
                 "repositoryRepack": self.repack.to_json() if self.repack else None,
+                "repackNote": self.repack_note,
                 "durationMs": round(self.duration_ms, 3)}
 
 
@@ -125,12 +127,13 @@ def measure(store: Store) -> dict[str, int]:
 
 
 def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = False,
-        repack_repository: bool = False) -> GcReport:
+        repack_repository: bool | None = None) -> GcReport:
+    """`repack_repository`: the command line's choice; None leaves it to the settings."""
     started = time.perf_counter()
-    whole = repack_repository or settings.retention.repack_repository
-    report = GcReport(dry_run=dry_run, repack_repository=whole)
-    if whole:
-        gc_repack.check_possible(store)
+    policy = settings.retention
+    whole, why_not = gc_repack.decide(store, repack_repository, policy.repack_repository,
+                                      policy.repack_max_mb)
+    report = GcReport(dry_run=dry_run, repack_repository=whole, repack_note=why_not)
     with store.writing():
         found = verify_mod.problems(store, snap)
         if found:
@@ -179,9 +182,11 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         trace.compact(store, cutoff)
         report.pack = packing.pack_gitguard_objects(store, merge=True, drop_unreachable=True)
         report.pack.loose_before = first.loose_before
+        # Measured before the repository repack, which folds our pack into the user's:
+        # what gc freed is what gitguard stopped holding, not what git's repack moved.
+        report.after = measure(store)
         if whole:
             report.repack = gc_repack.repack_repository(store)
-        report.after = measure(store)
         report.duration_ms = (time.perf_counter() - started) * 1000
         trace.emit(store, "gc", "gc.run", duration_ms=report.duration_ms,
                    kept=len(plan.keep), pruned=len(plan.prune),

@@ -1,17 +1,20 @@
-"""`gitguard gc --repack-repository`: the whole repository in one pack, on request only.
+"""The whole-repository repack at the end of `gitguard gc`, so our objects are deltas.
 
 A pack of gitguard's own cannot store its objects as deltas of the user's (a pack's
 deltas name bases inside the same pack), so the first snapshot of each file the agent
-touched is stored whole: about 2.4 MB for 1,000 one-line edits to 1,000 different files
-of a 100k-file repository. `git repack` of the whole repository stores those as deltas
-of the user's versions instead (a few KB); the user's own next `git gc` does the same.
+touched is stored whole: 2.40 MB for 1,000 one-line edits to 1,000 different files of
+the 100k-file bench repository. `git repack` of the whole repository stores them as
+deltas of the user's versions instead (0.35 MB there); the user's own next `git gc`
+would do the same.
 
-This rewrites the user's packs, which gitguard otherwise never does, so it runs only
-when asked (`--repack-repository`, or `[gc] repack_repository = true`) and only with
-git's cruft packs (git 2.37+): `git repack -a -d -l --cruft` without an expiry keeps
-every unreachable object (a dropped stash's, say) in a cruft pack with its mtime, so
-git's own prune schedule still applies and nothing is lost. Packs marked `.keep` stay
-as they are (git's rule). Refs, the index, HEAD and the reflogs are not touched.
+It rewrites the user's packs, so it is done the way git's own gc does it, and no more:
+`git repack -a -d -l --cruft` without an expiry keeps every unreachable object (a
+dropped stash's, say) in a cruft pack with its mtime, so git's prune schedule still
+applies and nothing is lost; packs marked `.keep` stay as they are (git's rule); refs,
+reflogs, the index and HEAD are not touched. By default (`[gc] repack_repository`) it
+runs when the repository's packs are at most `repack_max_mb`: above that the copy costs
+more than our objects save, and `gitguard gc` says so. Cruft packs need git 2.37+;
+with an older git the default skips it (and says why), `--repack-repository` refuses.
 """
 
 from __future__ import annotations
@@ -50,19 +53,37 @@ def git_version(store: Store) -> tuple[int, int]:
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
 
 
-def check_possible(store: Store) -> None:
-    """Refuse before gc changes anything: a repository repack needs cruft packs."""
-    if not store.ws.is_git:
-        raise GitguardError("--repack-repository needs a git repository; this store keeps "
-                            "its objects in .agent-runtime/",
-                            "run `gitguard gc` without --repack-repository")
+def decide(store: Store, wanted: bool | None, enabled: bool, max_mb: float
+           ) -> tuple[bool, str | None]:
+    """Whether this gc repacks the repository, and if it does not by default, why.
+
+    `wanted` is the command line's --repack-repository (True) / --no-repack-repository
+    (False) / neither (None: the config decides). An explicit request that cannot run
+    is an error, raised before gc changes anything.
+    """
+    if wanted is False or (wanted is None and not enabled):
+        return False, None
+    if not store.ws.is_git:     # .agent-runtime/: every object is ours and packed already
+        if wanted:
+            raise GitguardError("--repack-repository needs a git repository; this store "
+                                "keeps its objects in .agent-runtime/",
+                                "run `gitguard gc` without --repack-repository")
+        return False, None
     version = git_version(store)
     if version < CRUFT_SINCE:
-        raise GitguardError(
-            f"--repack-repository needs git {CRUFT_SINCE[0]}.{CRUFT_SINCE[1]} or newer "
-            f"(cruft packs keep your unreachable objects); this is git "
-            f"{version[0]}.{version[1]}",
-            "upgrade git, or run `gitguard gc` without it (gitguard packs only its own objects)")
+        why = (f"git {version[0]}.{version[1]} has no cruft packs (2.37+), which keep your "
+               f"unreachable objects through a repack")
+        if wanted:
+            raise GitguardError(f"--repack-repository: {why}",
+                                "upgrade git, or run `gitguard gc` without it")
+        return False, f"left your packs alone: {why}"
+    pack_dir = packing.objects_dir(store.ws) / "pack"
+    size_mb = sum(_packs(pack_dir).values()) / 1e6
+    if wanted is None and size_mb > max_mb:
+        return False, (f"left your packs alone: they take {size_mb:.0f} MB, above "
+                       f"[gc] repack_max_mb ({max_mb:g}); `gitguard gc --repack-repository` "
+                       f"repacks anyway")
+    return True, None
 
 
 def repack_repository(store: Store) -> RepackStats:

@@ -40,7 +40,8 @@ class Retention:
     keep_days: float = 7.0       # sessions active more recently than this are kept whole
     pinned: tuple[str, ...] = ()
     trace_days: float = 30.0     # trace events older than this are dropped
-    repack_repository: bool = False  # also `git repack` the whole repository (gc_repack)
+    repack_repository: bool = True   # then `git repack` the whole repository (gc_repack)
+    repack_max_mb: float = 1024.0    # ... when its packs take at most this many MB
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -154,8 +155,9 @@ def _retention(config: dict[str, Any]) -> Retention:
         pinned=_strings("gc.pinned", table.get("pinned", [])),
         trace_days=pick("trace_days", default.trace_days, 0),
         repack_repository=_bool("GITGUARD_GC_REPACK_REPOSITORY",
-                                table.get("repack_repository", False),
-                                "[gc] repack_repository = true in .gitguard.toml"),
+                                table.get("repack_repository", True),
+                                "[gc] repack_repository = false in .gitguard.toml"),
+        repack_max_mb=pick("repack_max_mb", default.repack_max_mb, 0),
     )
 
 

@@ -1,4 +1,4 @@
-"""`gitguard gc --repack-repository`: one `git repack` of the whole repository, on request.
+"""`gitguard gc`'s whole-repository repack (gitguard.gc_repack), by default up to a size.
 
 It is the one place gitguard rewrites the user's packs, so the tests check what a user
 would worry about: every object stays (unreachable ones too), HEAD, index, branches,
@@ -80,22 +80,32 @@ def test_repack_repository_keeps_every_object_and_the_users_state(repo: Path) ->
     gg(repo, "verify")
 
 
-def test_repack_is_opt_in_and_configurable(repo: Path) -> None:
+def test_repack_follows_the_config_and_the_size_limit(repo: Path) -> None:
     guard = Guard.open(repo)
     guard.start_session("s1")
     calls(repo, guard, 4)
     guard.end_session()
     state_of = capture(repo)
-    plain = json.loads(gg(repo, "gc", "--json", env=GC_ENV).stdout)
+    off = {**GC_ENV, "GITGUARD_GC_REPACK_REPOSITORY": "0"}
+    plain = json.loads(gg(repo, "gc", "--json", env=off).stdout)
     assert plain["repackRepository"] is False and plain["repositoryRepack"] is None
+    assert packing.own_packs(Guard.open(repo).store), "without it our pack stays our own"
 
-    dry = gg(repo, "gc", "--dry-run", env={**GC_ENV, "GITGUARD_GC_REPACK_REPOSITORY": "1"})
-    assert "would then repack the whole repository" in dry.stdout
+    small = {**GC_ENV, "GITGUARD_GC_REPACK_MAX_MB": "0.001"}
+    dry = gg(repo, "gc", "--dry-run", env=small)
+    assert "left your packs alone" in dry.stdout and "repack_max_mb" in dry.stdout
     listed = packs(repo)
+    skipped = json.loads(gg(repo, "gc", "--json", env=small).stdout)
+    assert skipped["repositoryRepack"] is None and packs(repo) == listed
+    assert "above [gc] repack_max_mb" in skipped["repackNote"]
+    # The flag repacks whatever the size; the default does too under the limit.
+    forced = gg(repo, "gc", "--repack-repository", env=small).stdout
+    assert "repository repacked:" in forced and packs(repo) != listed
+    (repo / ".gitguard.toml").write_text("[gc]\nrepack_repository = false\n")
+    assert json.loads(gg(repo, "gc", "--json", env=GC_ENV).stdout)["repositoryRepack"] is None
     (repo / ".gitguard.toml").write_text("[gc]\nrepack_repository = true\n")
     done = json.loads(gg(repo, "gc", "--json", env=GC_ENV).stdout)
     assert done["repackRepository"] is True and done["repositoryRepack"] is not None
-    assert packs(repo) != listed
 
     (repo / ".gitguard.toml").write_text("[gc]\nrepack_repository = \"maybe\"\n")
     bad = gg(repo, "gc", check=False, env=GC_ENV)

@@ -12,21 +12,21 @@ def _mb(n: int) -> str:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Say what would go; change nothing.")
-@click.option("--repack-repository", is_flag=True,
-              help="Then `git repack` the whole repository (as `git gc` would), so "
-                   "gitguard's objects are stored as deltas of yours. Needs git 2.37+.")
+@click.option("--repack-repository/--no-repack-repository", default=None,
+              help="Repack your whole repository at the end (git repack -a -d --cruft), "
+                   "or not; default: [gc] repack_repository, up to repack_max_mb.")
 @json_option
 @pass_ctx
-def gc(ctx: Ctx, dry_run: bool, repack_repository: bool, as_json: bool) -> None:
+def gc(ctx: Ctx, dry_run: bool, repack_repository: bool | None, as_json: bool) -> None:
     """Drop checkpoints the retention policy lets go, then pack gitguard's objects.
 
     \b
     Kept: the first and last checkpoints of each session ([gc] keep_first, keep_last),
     every pre_rollback and resume checkpoint, pinned ones, sessions active within
     keep_days, unfinished calls' pre checkpoints, open conflicts' checkpoints.
-    Never runs `git gc` or `git prune` on your repository; `git repack` of your whole
-    repository only with --repack-repository ([gc] repack_repository = true), which keeps
-    every unreachable object in a cruft pack.
+    Then packs gitguard's objects and, so they are stored as deltas of yours, runs
+    `git repack -a -d -l --cruft` on the repository (as `git gc` would; every unreachable
+    object is kept in a cruft pack). Never runs `git gc` or `git prune`.
 
     \b
     Example: gitguard gc --dry-run
@@ -48,6 +48,8 @@ def gc(ctx: Ctx, dry_run: bool, repack_repository: bool, as_json: bool) -> None:
         if dry_run:
             if report.repack_repository:
                 click.echo("would then repack the whole repository (git repack -a -d --cruft)")
+            if report.repack_note:
+                click.echo(f"note: {report.repack_note}")
             return
         click.echo(f"attribution rows dropped: {report.attribution_rows_dropped}")
         if report.pack is not None:
@@ -62,6 +64,8 @@ def gc(ctx: Ctx, dry_run: bool, repack_repository: bool, as_json: bool) -> None:
             click.echo(f"repository repacked: {r.packs_before} packs, {_mb(r.bytes_before)} -> "
                        f"{r.packs_after} packs, {_mb(r.bytes_after)} "
                        f"in {r.duration_ms / 1000:.2f}s")
+        if report.repack_note:
+            click.echo(f"note: {report.repack_note}")
         for key in report.before:
             click.echo(f"{key}: {_mb(report.before[key])} -> {_mb(report.after[key])}")
         click.echo(f"freed {_mb(report.freed_bytes)} in {report.duration_ms / 1000:.2f}s")
