@@ -21,6 +21,7 @@ STASH_CREATE = "git stash create: per call"
 PRIVATE_FIRST_EMPTY = "private index: first (empty index)"
 PRIVATE_FIRST_SEEDED = "private index: first (copy of .git/index)"
 PRIVATE_PER_CALL = "private index: per call"
+PRIVATE_LSTAT = "private index: lstat pass (diff-files)"
 PYTHON_BARE = "python -c pass"
 PYTHON_IMPORTS = "python import pygit2+watchdog+pydantic+click"
 
@@ -125,6 +126,21 @@ def private_per_call(ctx: CaseContext) -> Measurement:
         _private_snapshot(ctx)
 
     return per_call(ctx, step, grows=ctx.repo / ".git", note="add -A + write-tree")
+
+
+@case(PRIVATE_LSTAT, group="floor")
+def private_lstat_pass(ctx: CaseContext) -> Measurement:
+    """The floor of one no-daemon scan: git's lstat of every tracked file against a private
+    index (what `git status` does before it looks for untracked files). A no-daemon call
+    scans twice (pre and post), so its floor is twice this row."""
+    shutil.copyfile(ctx.repo / ".git" / "index", _private_index(ctx)["GIT_INDEX_FILE"])
+    editor = Editor(ctx.repo)
+
+    def step(_: int) -> None:
+        editor.edit()
+        git(ctx.repo, "diff-files", "--name-only", env={**_private_index(ctx), **_NO_LOCKS})
+
+    return per_call(ctx, step, note="edit + diff-files: read the index, lstat every entry")
 
 
 def _python(ctx: CaseContext, code: str) -> Measurement:

@@ -24,11 +24,6 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from gitguard.errors import CorruptRecord, GitguardError
 
 MAGIC = b"GGE\x01"
@@ -45,7 +40,12 @@ class KeyProblem(GitguardError):
     """The key is missing, malformed or not this store's key."""
 
 
+# `cryptography` is imported where a key is used, not with this module: every store
+# imports it through gitguard.privacy, and the import costs ~60-200 ms that an
+# unencrypted store (the default) never needs, in its first snapshot and every CLI call.
 def _derive(master: bytes, info: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(master)
 
 
@@ -82,6 +82,7 @@ class Key:
         else:
             nonce = os.urandom(NONCE_LEN)
         header = MAGIC + bytes.fromhex(self.key_id) + nonce
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         return header + AESGCM(self._cipher_key).encrypt(nonce, data, header + label.encode())
 
     def open(self, data: bytes, label: str) -> bytes:
@@ -93,6 +94,8 @@ class Key:
             raise KeyProblem(f"{label} was sealed with key {found}, not with the given key "
                             f"{self.key_id}", KEY_HINT)
         header, body = data[:HEADER_LEN], data[HEADER_LEN:]
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         try:
             return AESGCM(self._cipher_key).decrypt(header[-NONCE_LEN:], body,
                                                     header + label.encode())

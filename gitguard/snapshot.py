@@ -86,9 +86,21 @@ class Snapshotter:
             # compares content) when its mtime is not older than the index file's, so a copy
             # stamped "now" would trust a same-size edit made in the second of the user's
             # last index write. The mtime is taken before the bytes: never newer than them.
+            # Not fsynced: git rewrites this file on every later scan without an fsync
+            # (an index is not in git's core.fsync default), so one here would buy nothing
+            # and costs a synchronous write of the whole index (11 MB at 100k files).
             before = user_index.stat()
-            durable.atomic_write(self.store.stat_index, user_index.read_bytes())
-            os.utime(self.store.stat_index, ns=(before.st_atime_ns, before.st_mtime_ns))
+            target = self.store.stat_index
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(user_index.read_bytes())
+                os.utime(tmp, ns=(before.st_atime_ns, before.st_mtime_ns))
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
 
     def scan(self) -> tuple[list[bytes], list[str]]:
         """Paths changed since the last snapshot, and what was left out (big files, dep dirs).
@@ -200,12 +212,12 @@ class Snapshotter:
         if gone:
             # git refuses to look beyond a symlink: a path under a directory that became a
             # link (or a file) must be force-removed, not re-examined.
-            self._git(["update-index", "--force-remove", "-z", "--stdin"],
+            self._git(["update-index", *self._to_v4(), "--force-remove", "-z", "--stdin"],
                       stdin=b"\0".join(gone) + b"\0")
         present = [p for p in changed if p not in set(gone)] if gone else changed
         if present:
-            self._git(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
-                      stdin=b"\0".join(present) + b"\0")
+            self._git(["update-index", *self._to_v4(), "--add", "--remove", "--replace", "-z",
+                       "--stdin"], stdin=b"\0".join(present) + b"\0")
         faults.point("snapshot.after_update_index")
         if known is not None and not changed:
             # Nothing changed since the index was last written out with this tree: `git
@@ -249,6 +261,18 @@ class Snapshotter:
             with os.fdopen(fd, "w") as fh:
                 fh.write(f"{checksum} {tree}\n")
             os.replace(tmp, memo)
+
+    def _to_v4(self) -> tuple[str, ...]:
+        """`--index-version 4` while the stat index is in another format (a seed copies the
+        user's index, usually v2): v4 prefix-compresses the paths, 11.2 -> 7.8 MB at 100k
+        files, so every later read, write and checksum of it is a third smaller. It rides
+        on an update-index that runs anyway: no process of its own."""
+        try:
+            with open(self.store.stat_index, "rb") as fh:
+                header = fh.read(8)
+        except OSError:
+            return ()
+        return () if header == b"DIRC\0\0\0\x04" else ("--index-version", "4")
 
     @property
     def _tree_memo(self) -> Path:
@@ -298,8 +322,10 @@ class Snapshotter:
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         if old_tree == new_tree:
             return []
+        # A raw tree-to-tree diff needs no index, but git reads the user's anyway (11 MB at
+        # 100k files, ~25 ms of CPU): point it at one that does not exist.
         out = run_git(["diff-tree", "-r", "-z", "--no-renames", "--raw", old_tree, new_tree],
-                      git_dir=self.ws.git_dir).stdout
+                      git_dir=self.ws.git_dir, env=self._no_index).stdout
         tokens = out.split(b"\0")
         changes: list[Change] = []
         for header, path in zip(tokens[0::2], tokens[1::2], strict=False):
@@ -313,6 +339,10 @@ class Snapshotter:
                 new_oid=None if set(new_oid) == {"0"} else new_oid,
             ))
         return changes
+
+    @property
+    def _no_index(self) -> dict[str, str]:
+        return {"GIT_INDEX_FILE": str(self.store.root / "no-index")}
 
     def patch(self, old_tree: str, new_tree: str, paths: list[str] | None = None) -> bytes:
         """A unified diff `git apply -R` reverses (binary hunks included)."""

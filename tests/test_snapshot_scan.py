@@ -143,3 +143,53 @@ def test_a_racily_clean_entry_of_the_users_index_is_still_compared(tmp_path: Pat
     made = Guard.open(repo).checkpoint()
     assert git(repo, "show", f"{made.snapshot_commit}:a.txt") == "v2\n"
     assert (repo / ".git" / "index").read_bytes() == index_bytes
+
+
+def _index_version(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[4:8], "big")
+
+
+def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path) -> None:
+    """The seed copies the user's index (v2); the first update-index rewrites it as v4, the
+    smaller format. A store from before (a v2 stat index with its remembered tree) keeps
+    working, and every scan still equals `add -A` on a throwaway index."""
+    user_index = (repo / ".git" / "index").read_bytes()
+    guard = Guard.init(repo)
+    stat_index = guard.store.stat_index
+    guard.checkpoint(kind="manual", step_id="s0")
+    assert _index_version(stat_index) == 2          # nothing changed: no update-index ran
+    (repo / "src" / "app.py").write_text("changed\n")
+    (repo / "new.txt").write_text("new\n")
+    first = guard.snap.write_tree()
+    assert _index_version(stat_index) == 4
+    assert stat_index.stat().st_mode & 0o777 == 0o600
+    assert first.tree == reference_tree(repo, tmp_path, first.skipped)
+    # An old store: its stat index back in v2, as the old code left it; the memo still names
+    # its tree, so an unchanged scan reuses it and the next change converts it.
+    env = {**os.environ, "GIT_INDEX_FILE": str(stat_index)}
+    subprocess.run(["git", "update-index", "--index-version", "2"], cwd=repo, env=env,
+                   check=True)
+    assert _index_version(stat_index) == 2
+    assert guard.snap.write_tree().tree == first.tree
+    os.remove(repo / "new.txt")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "x.md").write_text("x\n")
+    later = guard.snap.write_tree()
+    assert _index_version(stat_index) == 4
+    assert later.tree == reference_tree(repo, tmp_path, later.skipped)
+    assert set(later.changed) == {"new.txt", "docs/x.md"}
+    assert (repo / ".git" / "index").read_bytes() == user_index
+
+
+def test_a_raw_diff_without_the_index_is_gits_diff(repo: Path) -> None:
+    """`diff` tells git to read no index (it never needs one): the same changes as git's own
+    diff-tree, which reads the user's index."""
+    guard = Guard.init(repo)
+    before = guard.snap.write_tree().tree
+    (repo / "src" / "app.py").write_text("changed\n")
+    (repo / "added.txt").write_text("a\n")
+    after = guard.snap.write_tree().tree
+    changes = guard.snap.diff(before, after)
+    plain = git(repo, "diff-tree", "-r", "--no-renames", "--name-status", before, after)
+    assert [f"{c.status}\t{c.path}" for c in changes] == plain.splitlines()
+    assert not (guard.store.root / "no-index").exists()
