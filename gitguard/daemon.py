@@ -9,7 +9,9 @@ written, so CLI commands keep working beside the daemon.
 Requests (one JSON object per connection, see `gitguard.client`):
 
 * `call.begin`, `call.end`, `hook`: a command line, run through the same click
-  command as the CLI (same output, same exit code) against the daemon's Guard;
+  command as the CLI (same output, same exit code) against the daemon's Guard; the
+  plain `call begin`/`call end` lines hooks send skip click's parser
+  (`gitguard.daemon_calls`, byte-for-byte the same answers);
 * `api.begin_call`, `api.end_call`: the Python API's calls (`remote.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
 * `resume`, `explain`: those command lines (`gitguard.recovery_daemon`);
