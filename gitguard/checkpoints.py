@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import zlib
 from collections.abc import Sequence
@@ -49,8 +50,26 @@ _READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow]]] = {}
 _READ_MAX = 8
 
 
+# The checkpoints this process wrote last, as `load` would return them: each call's end
+# loads the checkpoint its begin wrote (and every write loads the session's previous
+# one), and reading, hashing and validating the file again cost ~1 ms a call. Used only
+# while the index row's sha256 and the file's inode, size and mtime are still the ones
+# written: gc's rewrite, a removal or any edit sends `load` to the file as before.
+_WRITTEN: dict[Path, tuple[str, tuple[int, int, int], Checkpoint]] = {}
+_WRITTEN_MAX = 4
+
+
 def forget() -> None:
     _READ.clear()
+    _WRITTEN.clear()
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def read_index(store: Store) -> Index:
@@ -129,6 +148,9 @@ def load(store: Store, row: CheckpointIndexRow, open_state: bool = True) -> Chec
     `open_state=False` leaves a sealed run state sealed (no key needed: verify, gc).
     """
     path = store.checkpoints_dir / row.file
+    written = _WRITTEN.get(path) if open_state else None
+    if written is not None and written[0] == row.sha256 and _stat_key(path) == written[1]:
+        return written[2]
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -264,13 +286,24 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     data = durable.canonical_json(stored.to_json()) + b"\n"
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
-    durable.atomic_write(store.checkpoints_dir / file, data)
+    path = store.checkpoints_dir / file
+    durable.atomic_write(path, data)
     faults.point("checkpoint.before_index")
     row = CheckpointIndexRow(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=checkpoint.created_at,
         snapshot_commit=commit,
     )
+    # What load returns is the JSON's reading: remember the object only when it reads back
+    # the same (new run state from the API may hold tuples, which JSON makes lists).
+    carried = run_state is None or (previous is not None and run_state is previous.run_state)
+    same = carried or json.loads(durable.canonical_json(run_state)) == run_state
+    key = _stat_key(path) if same else None
+    if key is not None:
+        _WRITTEN.pop(path, None)
+        while len(_WRITTEN) >= _WRITTEN_MAX:
+            del _WRITTEN[next(iter(_WRITTEN))]
+        _WRITTEN[path] = (row.sha256, key, checkpoint)
     durable.append_jsonl(store.index_path, [row.to_json()])
     faults.point("checkpoint.after_index")
     index.rows.append(row)

@@ -9,7 +9,9 @@ written, so CLI commands keep working beside the daemon.
 Requests (one JSON object per connection, see `gitguard.client`):
 
 * `call.begin`, `call.end`, `hook`: a command line, run through the same click
-  command as the CLI (same output, same exit code) against the daemon's Guard;
+  command as the CLI (same output, same exit code) against the daemon's Guard; the
+  plain `call begin`/`call end` lines hooks send skip click's parser
+  (`gitguard.daemon_calls`, byte-for-byte the same answers);
 * `api.begin_call`, `api.end_call`: the Python API's calls (`remote.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
 * `resume`, `explain`: those command lines (`gitguard.recovery_daemon`);
@@ -32,7 +34,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import calls, client, ledger, packing, recovery_daemon
+from gitguard import calls, client, daemon_calls, ledger, packing, recovery_daemon
 from gitguard.api import Guard
 from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
@@ -321,8 +323,15 @@ class Daemon:
         raw = args.get("stdin")     # bytes from the native client, base64 text in JSON
         stdin = raw if isinstance(raw, bytes) else base64.b64decode(raw) if raw else b""
         env = args.get("env") if isinstance(args.get("env"), dict) else None
+        words = [str(a) for a in argv]
+        # `call begin`/`call end` in the shapes hooks send skip click (~3-5 ms a request);
+        # anything else, help and every usage error included, is click's.
+        parsed = daemon_calls.parse(words)
         with client_context(cwd, env, stdin) as (out, err):
-            code = cli.run(["-C", cwd, *[str(a) for a in argv]], self._open_guard)
+            if parsed is not None:
+                code = daemon_calls.run(parsed, self.guard, cli._crash_log)
+            else:
+                code = cli.run(["-C", cwd, *words], self._open_guard)
         return {"exit": code, "stdout": out.getvalue().decode("utf-8", "surrogateescape"),
                 "stderr": err.getvalue().decode("utf-8", "surrogateescape")}
 

@@ -42,6 +42,8 @@ class Store:
         # path, so its writer repairs it alone (attrlog.append).
         self.attribution_path = self.root / "attribution.jsonl"
         self.lock = durable.StoreLock(self.root / "lock")
+        # Journals seen ending on a whole line, with the stat that saw them (see `writing`).
+        self._clean: dict[Path, tuple[int, int, int, int]] = {}
 
     @property
     def journals(self) -> tuple[Path, ...]:
@@ -85,8 +87,24 @@ class Store:
                              "fix its permissions; nothing was changed")
         with self.lock.held():
             for journal in self.journals:
-                durable.repair_torn_tail(journal)
+                self._repair(journal)
             yield
+
+    def _repair(self, journal: Path) -> None:
+        """repair_torn_tail, less the open and read of a journal nobody touched since this
+        Store last found it whole (the daemon's Store takes the lock twice per tool call,
+        and half the journals never change then). An append, a torn one included, grows
+        the file; gc's rewrite is another inode: either sends it to the repair again."""
+        before = _stat_key(journal)
+        if before is None:
+            self._clean.pop(journal, None)
+            return                          # nothing to repair (repair_torn_tail agrees)
+        if self._clean.get(journal) == before:
+            return
+        durable.repair_torn_tail(journal)
+        after = _stat_key(journal)
+        if after is not None:
+            self._clean[journal] = after
 
     def size_bytes(self) -> int:
         """Bytes of every file in the store (objects.git included outside git)."""
@@ -155,3 +173,11 @@ class Store:
             # holding it is durable, so looking second never misses it.
             data = self._bundled(ref, name)
         return self.privacy.open(data, f"artifact:{name}")
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns

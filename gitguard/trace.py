@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gitguard import clock, durable, faults
@@ -34,7 +36,52 @@ def emit(store: Store, type_: TraceType, name: str, *, session_id: str | None = 
     event = TraceEvent(at=clock.stamp(), type=type_, name=name, session_id=session_id,
                        duration_ms=None if duration_ms is None else round(duration_ms, 3),
                        data=data)
-    durable.append_jsonl(store.trace_path, [event.to_json()], sync=False)
+    _append(store.trace_path, durable.encode_line(event.to_json()))
+
+
+# trace.jsonl stays open between events (a daemon emits ~4 per tool call): one stat per
+# event instead of an exists, an open and a close. A file replaced since (gc's compact, a
+# store made anew) has another inode, and is opened again; the one held open cannot
+# have its inode number reused while it is held.
+_OPEN: dict[Path, tuple[int, int, int]] = {}        # path -> (fd, st_dev, st_ino)
+_OPEN_MAX = 4
+
+
+def _append(path: Path, payload: bytes) -> None:
+    """durable.append_jsonl(path, ..., sync=False) with the file kept open; the same
+    fault points."""
+    fd = _held(path)
+    faults.point("jsonl.before_write")
+    if faults.active("jsonl.torn_write") and len(payload) > 1:
+        os.write(fd, payload[: len(payload) // 2])
+        faults.point("jsonl.torn_write")
+    os.write(fd, payload)
+    faults.point("jsonl.after_fsync")
+
+
+def _held(path: Path) -> int:
+    held = _OPEN.pop(path, None)
+    if held is not None:
+        try:
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) == held[1:]:
+                _OPEN[path] = held
+                return held[0]
+        except OSError:
+            pass
+        os.close(held[0])
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, durable.FILE_MODE)
+    st = os.fstat(fd)
+    while len(_OPEN) >= _OPEN_MAX:
+        os.close(_OPEN.pop(next(iter(_OPEN)))[0])
+    _OPEN[path] = (fd, st.st_dev, st.st_ino)
+    return fd
+
+
+def forget() -> None:
+    """Close the trace files held open."""
+    while _OPEN:
+        os.close(_OPEN.popitem()[1][0])
 
 
 @dataclass
