@@ -225,15 +225,26 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
             check: WorkspaceCheck) -> ResumeResult:
     entries = _session_entries(state, session_id)
     horizon = choice.horizon_seq
-    calls = [e for e in entries if e.status == "uncertain" or (
-        e.status not in OPEN_STATUSES
-        and (horizon is None or state.first_seq.get(e.call_id, 0) > horizon))]
-    # gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
-    finished = [e for e in entries if e.status in ("succeeded", "failed")
-                and not never_started(e) and not e.tool_name.startswith("gitguard.")]
+    first_seq = state.first_seq
+    # One pass over the session's calls (10,000 after a long run) for what every call adds.
+    calls: list[ToolLedgerEntry] = []
+    uncertain: list[str] = []
+    blocking: list[ToolLedgerEntry] = []
+    for e in entries:
+        status = e.status
+        if status == "uncertain":
+            calls.append(e)
+            uncertain.append(e.call_id)
+        elif status not in OPEN_STATUSES and (
+                horizon is None or first_seq.get(e.call_id, 0) > horizon):
+            calls.append(e)
+        if blocks(e):
+            blocking.append(e)
     found = choice.checkpoint
-    last_step = finished[-1].step_id if finished else (found.step_id if found else None)
-    do_not_repeat = tuple(CallView.of(e) for e in entries if blocks(e))
+    last_step = _last_finished_step(entries)
+    if last_step is None and found is not None:
+        last_step = found.step_id
+    do_not_repeat = tuple(CallView.of(e) for e in blocking)
     shown = tuple(CallView.of(e) for e in _cap_finished(calls))
     facts = recovery_note.NoteFacts(
         checkpoint_id=found.checkpoint_id if found else None, last_completed_step=last_step,
@@ -249,10 +260,20 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
         calls=shown, earlier_calls=len(calls) - len(shown),
-        uncertain=tuple(e.call_id for e in entries if e.status == "uncertain"),
+        uncertain=tuple(uncertain),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=checkpoints.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
+
+
+def _last_finished_step(entries: list[ToolLedgerEntry]) -> str | None:
+    """The step of the newest finished call; gitguard's own entries (a rollback, a conflict
+    resolution) are not the agent's steps. From the end: it is nearly always the last."""
+    for e in reversed(entries):
+        if (e.status in ("succeeded", "failed") and not never_started(e)
+                and not e.tool_name.startswith("gitguard.")):
+            return e.step_id
+    return None
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
