@@ -24,10 +24,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+# cryptography is imported where a key is used: a store without encryption (and a fresh
+# `gitguard resume`) does not pay its import.
 
 from gitguard.errors import CorruptRecord, GitguardError
 
@@ -46,6 +44,9 @@ class KeyProblem(GitguardError):
 
 
 def _derive(master: bytes, info: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(master)
 
 
@@ -81,6 +82,8 @@ class Key:
                              hashlib.sha256).digest()[:NONCE_LEN]
         else:
             nonce = os.urandom(NONCE_LEN)
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         header = MAGIC + bytes.fromhex(self.key_id) + nonce
         return header + AESGCM(self._cipher_key).encrypt(nonce, data, header + label.encode())
 
@@ -92,6 +95,9 @@ class Key:
         if found != self.key_id:
             raise KeyProblem(f"{label} was sealed with key {found}, not with the given key "
                             f"{self.key_id}", KEY_HINT)
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         header, body = data[:HEADER_LEN], data[HEADER_LEN:]
         try:
             return AESGCM(self._cipher_key).decrypt(header[-NONCE_LEN:], body,
