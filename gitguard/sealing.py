@@ -24,10 +24,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from gitguard.errors import CorruptRecord, GitguardError
+
 # cryptography is imported where a key is used: a store without encryption (and a fresh
 # `gitguard resume`) does not pay its import.
-
-from gitguard.errors import CorruptRecord, GitguardError
 
 MAGIC = b"GGE\x01"
 KEY_ID_LEN = 8
