@@ -15,17 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitguard import (
-    attribution,
-    attrlog,
-    calls,
-    checkpoints,
-    ledger,
-    recovery,
-    remote,
-    sessions,
-    trace,
-)
+# calls, remote, attribution and attrlog are imported where they are used: `gitguard
+# resume` in a fresh process (no daemon, after a crash) needs none of them.
+from gitguard import checkpoints, ledger, recovery, sessions, trace
 from gitguard.errors import GitguardError
 from gitguard.models import (
     Checkpoint,
@@ -138,6 +130,8 @@ class Guard:
                    replay: ReplayPolicy | None = None, risk: RiskLevel | None = None,
                    side_effects: Sequence[str] = (), session_id: str | None = None,
                    confirm: bool = False, force_replay: bool = False) -> ToolLedgerEntry:
+        from gitguard import calls, remote
+
         through_daemon = remote.begin_call(self, tool, tool_input, {
             "step_id": step_id, "call_id": call_id, "writes": writes, "idempotency": idempotency,
             "replay": replay, "risk": risk, "side_effects": side_effects,
@@ -151,6 +145,8 @@ class Guard:
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:
+        from gitguard import calls, remote
+
         through_daemon = remote.end_call(self, call_id, status, result)
         if through_daemon is not None:
             return through_daemon
@@ -244,6 +240,8 @@ class Guard:
             tree = self.snap.write_tree().tree
             base = self._baseline()
             owned = self._owned_changes(base, tree, ledger.read(self.store).in_order())
+        from gitguard import attribution
+
         paths = [d.path for d in owned
                  if side is None or (d.owner == attribution.USER) == (side == "user")]
         return self.snap.patch(base, tree, paths) if paths else b""
@@ -258,6 +256,8 @@ class Guard:
 
     def _owned_changes(self, base: str, tree: str, entries: list[ToolLedgerEntry]
                        ) -> list[DirtyPath]:
+        from gitguard import attribution, attrlog
+
         writes = attribution.last_agent_writes(entries)
         records = attrlog.latest(self.store)
         result = []

@@ -27,7 +27,8 @@ TERMINAL: frozenset[str] = frozenset({"succeeded", "failed"})
 
 class Record(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+        defer_build=True,
     )
 
     def to_json(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ trace events. A second resume finds nothing open and gives the same answer.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -115,7 +116,15 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
            session_id: str | None = None) -> ResumeResult:
     started_clock = time.perf_counter()
     with g.store.writing():
-        state = ledger.read(g.store)
+        # The workspace scan waits on `git status` (about 0.4 s at 100k files) while a
+        # fresh process's ledger read is all Python (decode, validate 10,000 entries): the
+        # read runs in a thread meanwhile. The scan writes only the snapshot's own caches
+        # (as `gitguard status` does), so scanning before a refusal below changes nothing.
+        reading = _Reading(g)
+        try:
+            tree = g.snap.write_tree()
+        finally:
+            state = reading.result()
         index = checkpoints.read_index(g.store)
         sid = (index.find(checkpoint_id).session_id if checkpoint_id
                else require_session(target_session(g.store, state, session_id)))
@@ -127,7 +136,6 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
         choice = with_incomplete(g.store, index, choice, sid)
         trace.emit(g.store, "recovery", "recovery.checkpoint", session_id=sid,
                    **choice.to_json(), movedAside=[p.name for p in moved])
-        tree = g.snap.write_tree()
         opened = [e for e in _session_entries(state, sid) if e.status in OPEN_STATUSES]
         if opened:
             _settle(g, state, index, sid, tree, opened)
@@ -143,6 +151,30 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
                    doNotRepeat=len(result.do_not_repeat),
                    conflicts=len(check.conflicts))
     return result
+
+
+class _Reading:
+    """`ledger.read` in a thread; `result()` joins it and returns or raises what it did."""
+
+    def __init__(self, g: Guard) -> None:
+        self._store = g.store
+        self._state: ledger.LedgerState | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="gitguard-ledger-read")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._state = ledger.read(self._store)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> ledger.LedgerState:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._state is not None
+        return self._state
 
 
 def _known(g: Guard, state: ledger.LedgerState, index: checkpoints.Index, sid: str) -> bool:
@@ -193,15 +225,26 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
             check: WorkspaceCheck) -> ResumeResult:
     entries = _session_entries(state, session_id)
     horizon = choice.horizon_seq
-    calls = [e for e in entries if e.status == "uncertain" or (
-        e.status not in OPEN_STATUSES
-        and (horizon is None or state.first_seq.get(e.call_id, 0) > horizon))]
-    # gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
-    finished = [e for e in entries if e.status in ("succeeded", "failed")
-                and not never_started(e) and not e.tool_name.startswith("gitguard.")]
+    first_seq = state.first_seq
+    # One pass over the session's calls (10,000 after a long run) for what every call adds.
+    calls: list[ToolLedgerEntry] = []
+    uncertain: list[str] = []
+    blocking: list[ToolLedgerEntry] = []
+    for e in entries:
+        status = e.status
+        if status == "uncertain":
+            calls.append(e)
+            uncertain.append(e.call_id)
+        elif status not in OPEN_STATUSES and (
+                horizon is None or first_seq.get(e.call_id, 0) > horizon):
+            calls.append(e)
+        if blocks(e):
+            blocking.append(e)
     found = choice.checkpoint
-    last_step = finished[-1].step_id if finished else (found.step_id if found else None)
-    do_not_repeat = tuple(CallView.of(e) for e in entries if blocks(e))
+    last_step = _last_finished_step(entries)
+    if last_step is None and found is not None:
+        last_step = found.step_id
+    do_not_repeat = tuple(CallView.of(e) for e in blocking)
     shown = tuple(CallView.of(e) for e in _cap_finished(calls))
     facts = recovery_note.NoteFacts(
         checkpoint_id=found.checkpoint_id if found else None, last_completed_step=last_step,
@@ -217,10 +260,20 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
         calls=shown, earlier_calls=len(calls) - len(shown),
-        uncertain=tuple(e.call_id for e in entries if e.status == "uncertain"),
+        uncertain=tuple(uncertain),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=checkpoints.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
+
+
+def _last_finished_step(entries: list[ToolLedgerEntry]) -> str | None:
+    """The step of the newest finished call; gitguard's own entries (a rollback, a conflict
+    resolution) are not the agent's steps. From the end: it is nearly always the last."""
+    for e in reversed(entries):
+        if (e.status in ("succeeded", "failed") and not never_started(e)
+                and not e.tool_name.startswith("gitguard.")):
+            return e.step_id
+    return None
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:

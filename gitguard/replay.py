@@ -42,8 +42,11 @@ class Verdict:
 def blocks(entry: ToolLedgerEntry) -> bool:
     """`not verdict(entry).replayable`, without building the explanation (resume asks this
     of every call in a long ledger)."""
+    # effective_policy(entry, entry.replay_policy) is "auto" exactly when the call's own
+    # policy is auto and it is not non-idempotent (the floor); spelled out, it is one
+    # comparison per call instead of a max over ranks.
     return (entry.status in BLOCKING_STATUSES
-            and effective_policy(entry, entry.replay_policy) != "auto")
+            and (entry.replay_policy != "auto" or entry.idempotency == "non_idempotent"))
 
 
 def verdict(entry: ToolLedgerEntry) -> Verdict:
