@@ -2,10 +2,10 @@
 
 A snapshot of 100 edited files spread over a large tree writes ~100 blobs and a few
 hundred trees. As loose objects each costs libgit2 a temp file, a rename and often a
-fan-out directory: ~0.4-0.6 ms apiece, 140-300 ms per snapshot at 100k files. Here
-libgit2 still computes every object (TreeBuilder, blobs from disk: its oids, its
-entry order), but the writes land in `MemoryBackend`; `flush` then writes them loose
-when they are few, or as one pack with its version-2 index when they are many.
+fan-out directory: ~0.4-0.6 ms apiece, 140-300 ms per snapshot at 100k files. The
+daemon's trees (treebuild) compute their objects themselves and hand them to
+`write_objects`: loose when they are few, else one pack with its version-2 index.
+`MemoryBackend` holds what a libgit2 handle writes, for `flush` to do the same.
 
 Publishing a pack, as git does: both files are written under temp names and
 fsynced (git fsyncs packs by default), the pack's name is recorded in the store's
@@ -119,17 +119,27 @@ def flush(backend: MemoryBackend, store: Store | None, threshold: int = PACK_THR
           limit: int = MAX_SNAPSHOT_PACKS) -> str | None:
     """Write the held objects: one pack (returns its name) above `threshold`, else loose."""
     held = backend.objects
-    if not held:
-        return None
     try:
-        if (store is None or len(held) <= threshold
-                or len(packing.read_state(store).get("packs", [])) >= limit):
-            for kind, data in held.values():
-                backend.disk.odb.write(kind, data)
-            return None
-        return publish(store, [(oid.raw, kind, data) for oid, (kind, data) in held.items()])
+        return write_objects(backend.disk, store,
+                             [(oid.raw, kind, data) for oid, (kind, data) in held.items()],
+                             threshold, limit)
     finally:
         held.clear()
+
+
+def write_objects(repo: pygit2.Repository, store: Store | None,
+                  objects: list[tuple[bytes, int, bytes]], threshold: int = PACK_THRESHOLD,
+                  limit: int = MAX_SNAPSHOT_PACKS) -> str | None:
+    """Write (raw oid, type, content) objects to `repo`: one pack of ours (returns its
+    name) when more than `threshold`, else loose (fewer than a pack is worth)."""
+    if not objects:
+        return None
+    if (store is None or len(objects) <= threshold
+            or len(packing.read_state(store).get("packs", [])) >= limit):
+        for _, kind, data in objects:
+            repo.odb.write(kind, data)
+        return None
+    return publish(store, objects)
 
 
 def _header(kind: int, size: int) -> bytes:
