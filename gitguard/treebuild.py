@@ -53,7 +53,7 @@ class NeedsFullScan(Exception):
 
 
 TREE_MODES = (b"40000", b"040000")      # as git writes it; the other as some tools did
-CACHED_TREES = 20_000                   # parsed trees kept between advances (~ a few MB)
+CACHED_TREES = 4_000    # parsed trees kept between advances: ~5 KiB each at 100k files
 _BLOB_T, _TREE_T = int(pygit2.enums.ObjectType.BLOB), int(pygit2.enums.ObjectType.TREE)
 
 Entry = tuple[bytes, bytes]             # (mode as written in the tree, raw 20-byte id)
