@@ -2,17 +2,16 @@
 
 A snapshot of 100 edited files spread over a large tree writes ~100 blobs and a few
 hundred trees. As loose objects each costs libgit2 a temp file, a rename and often a
-fan-out directory: ~0.4-0.6 ms apiece, 140-300 ms per snapshot at 100k files. Here
-libgit2 still computes every object (TreeBuilder, blobs from disk: its oids, its
-entry order), but the writes land in `MemoryBackend`; `flush` then writes them loose
-when they are few, or as one pack with its version-2 index when they are many.
+fan-out directory: ~0.4-0.6 ms apiece, 140-300 ms per snapshot at 100k files. The
+daemon's trees (treebuild) compute their objects themselves and hand them to
+`write_objects`: loose when they are few, else one pack with its version-2 index.
 
 Publishing a pack, as git does: both files are written under temp names and
 fsynced (git fsyncs packs by default), the pack's name is recorded in the store's
 packs.json (the intent: a crash afterwards leaves nothing unaccounted, see
 `packing.settle`), then the .pack is renamed into place before the .idx (a reader
 finds a pack through its index). Nothing names an object of the pack before both
-renames: the snapshot commit and its ref come after `flush` returns.
+renames: the snapshot commit and its ref come after `write_objects` returns.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import hashlib
 import os
 import struct
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
@@ -44,92 +42,19 @@ _LEVEL: dict[int, int] = {_KIND.TREE: 0, _KIND.BLOB: 1, _KIND.COMMIT: 1, _KIND.T
 _PACK_TYPES: dict[int, int] = {_KIND.COMMIT: 1, _KIND.TREE: 2, _KIND.BLOB: 3, _KIND.TAG: 4}
 
 
-class MemoryBackend(pygit2.OdbBackend):
-    """An object database that keeps what is written in memory until `flush`, and
-    reads everything else from the repository on disk.
-
-    It is the only backend of a private Repository (`memory_repo`): with the disk
-    backends beside it, libgit2 "freshens" before each write, and a miss makes it
-    rescan objects/pack (~0.25 ms an object under load, most of a write's cost)."""
-
-    def __init__(self, disk: pygit2.Repository) -> None:
-        super().__init__()
-        self.disk = disk
-        self.objects: dict[pygit2.Oid, tuple[int, bytes]] = {}
-
-    def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
-        if len(data) > BIG_BLOB:
-            self.disk.odb.write(kind, data)
-            return
-        self.objects[oid] = (int(kind), bytes(data))
-
-    def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
-        held = self.objects.get(oid)
-        if held is not None:
-            return held
-        obj = self.disk[oid]        # KeyError when missing: not found; cached parses
-        return obj.type, obj.read_raw()
-
-    def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
-        found = [oid for oid in self.objects if str(oid).startswith(prefix)]
-        if len(found) == 1:
-            kind, data = self.objects[found[0]]
-            return kind, data, found[0]
-        obj = self.disk[prefix]
-        kind, data = self.disk.odb.read(obj.id)
-        return int(kind), data, obj.id
-
-    def exists_prefix_cb(self, prefix: str) -> pygit2.Oid:
-        found = [oid for oid in self.objects if str(oid).startswith(prefix)]
-        if len(found) == 1:
-            return found[0]
-        return self.disk[prefix].id
-
-    def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
-        held = self.objects.get(oid)
-        if held is not None:
-            return held[0], len(held[1])
-        kind, size = self.disk.odb.read_header(oid)
-        return int(kind), size
-
-    def exists_cb(self, oid: pygit2.Oid) -> bool:
-        # Only what is held: libgit2 asks this before each write, and a miss on disk
-        # rescans objects/pack. An object written again is at worst packed twice
-        # (git reads either copy; a merge keeps one). Entry checks use read_header.
-        return oid in self.objects
-
-    def refresh_cb(self) -> None:
+def write_objects(repo: pygit2.Repository, store: Store | None,
+                  objects: list[tuple[bytes, int, bytes]], threshold: int = PACK_THRESHOLD,
+                  limit: int = MAX_SNAPSHOT_PACKS) -> str | None:
+    """Write (raw oid, type, content) objects to `repo`: one pack of ours (returns its
+    name) when more than `threshold`, else loose (fewer than a pack is worth)."""
+    if not objects:
         return None
-
-    def __iter__(self) -> Iterator[pygit2.Oid]:
-        return iter(list(self.objects))
-
-
-def memory_repo(repo: pygit2.Repository) -> tuple[pygit2.Repository, MemoryBackend]:
-    """A second handle on `repo` whose writes are held in memory."""
-    writer = pygit2.Repository(repo.path)
-    backend = MemoryBackend(repo)
-    odb = pygit2.Odb()
-    odb.add_backend(backend, 1)
-    writer.set_odb(odb)
-    return writer, backend
-
-
-def flush(backend: MemoryBackend, store: Store | None, threshold: int = PACK_THRESHOLD,
-          limit: int = MAX_SNAPSHOT_PACKS) -> str | None:
-    """Write the held objects: one pack (returns its name) above `threshold`, else loose."""
-    held = backend.objects
-    if not held:
+    if (store is None or len(objects) <= threshold
+            or len(packing.read_state(store).get("packs", [])) >= limit):
+        for _, kind, data in objects:
+            repo.odb.write(kind, data)
         return None
-    try:
-        if (store is None or len(held) <= threshold
-                or len(packing.read_state(store).get("packs", [])) >= limit):
-            for kind, data in held.values():
-                backend.disk.odb.write(kind, data)
-            return None
-        return publish(store, [(oid.raw, kind, data) for oid, (kind, data) in held.items()])
-    finally:
-        held.clear()
+    return publish(store, objects)
 
 
 def _header(kind: int, size: int) -> bytes:

@@ -229,12 +229,13 @@ def test_maybe_pack_merges_once_our_packs_are_many(repo: Path) -> None:
 def test_past_the_pack_limit_a_snapshot_goes_loose(repo: Path) -> None:
     """A burst of big snapshots with no idle merge between stays below gc.autoPackLimit."""
     guard = Guard.init(repo)
-    writer, held = packwrite.memory_repo(guard.snap.repo)
-    first = writer.create_blob(b"first\n")
-    assert packwrite.flush(held, guard.store, threshold=0, limit=1) is not None
+    disk = guard.snap.repo
+    first, second = pygit2.hash(b"first\n"), pygit2.hash(b"second\n")
+    assert packwrite.write_objects(disk, guard.store, [(first.raw, BLOB, b"first\n")],
+                                   threshold=0, limit=1) is not None
     before = loose(repo)
-    second = writer.create_blob(b"second\n")
-    assert packwrite.flush(held, guard.store, threshold=0, limit=1) is None
+    assert packwrite.write_objects(disk, guard.store, [(second.raw, BLOB, b"second\n")],
+                                   threshold=0, limit=1) is None
     assert loose(repo) - before == {str(second)}
     assert len(packing.own_packs(guard.store)) == 1
     readable(repo, [str(first), str(second)])
