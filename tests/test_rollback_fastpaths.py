@@ -40,6 +40,44 @@ def _states(repo: pygit2.Repository, raw: dict[str, tuple[bytes, int] | None]
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
+@given(base_steps=st.lists(changes, max_size=3), moved=changes, edit=changes)
+def test_restores_says_yes_only_when_the_edited_tree_is_the_target(
+        tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
+        moved: dict[str, tuple[bytes, int] | None],
+        edit: dict[str, tuple[bytes, int] | None]) -> None:
+    """The rollback's post tree is reused as its target's only when building it would
+    give that very tree: `restores` is checked against the full `_tree_with`."""
+    repo_dir = tmp_path / "objects.git"
+    repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
+            else pygit2.init_repository(str(repo_dir), bare=True))
+    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    target = EMPTY_TREE
+    for raw in base_steps:
+        target = treeedit._tree_with(repo, treeedit.parse_tree(repo, target), _states(repo, raw))
+    tree = treeedit._tree_with(repo, treeedit.parse_tree(repo, target), _states(repo, moved))
+    wanted = _states(repo, edit)
+    built = treeedit._tree_with(repo, treeedit.parse_tree(repo, tree), wanted)
+    if treeedit.restores(repo, tree, target, wanted):
+        assert built == target
+
+
+def test_restores_answers_for_a_plain_rollback(tmp_path: Path) -> None:
+    repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
+    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    one, two = (FileState(str(repo.create_blob(b)), REGULAR) for b in (b"one\n", b"two\n"))
+    target = treeedit._tree_with(repo, treeedit.parse_tree(repo, EMPTY_TREE),
+                                 {"a/x": one, "b/y": one, "keep": two})
+    agent = {"a/x": two, "b/y": FileState(two.oid, EXECUTABLE), "c/new": one, "d/e/f": two}
+    tree = treeedit.tree_with(repo, target, agent)
+    back: dict[str, FileState | None] = {"a/x": one, "b/y": one, "c/new": None, "d/e/f": None}
+    assert treeedit.restores(repo, tree, target, back)
+    assert treeedit.tree_with(repo, tree, back) == target
+    assert not treeedit.restores(repo, tree, target, {"a/x": one, "c/new": None})  # b/y left
+    assert not treeedit.restores(repo, tree, target, {**back, "keep": one})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
 @given(base_steps=st.lists(changes, max_size=3), edit=changes)
 def test_tree_with_skipping_held_changes_equals_applying_all(
         tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
