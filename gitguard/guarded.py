@@ -153,17 +153,14 @@ def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
     """The tree after the writes and its dirty summary.
 
     A rollback that put back every path that differed from its target usually ends on
-    the target's own tree: then that tree is reused (no tree written per directory on
-    the way; at 100k files those loose objects also made the next fsyncs slower) and,
-    under the same HEAD, its dirty summary too (same tree, same HEAD, same summary).
+    the target's own tree (tree_with then writes no new object: each one exists); then,
+    under the same HEAD, the target's dirty summary is the post checkpoint's too (same
+    tree, same HEAD), with no lookups in three trees per path.
     """
-    if base is not None:
-        base_tree = g.snap.tree_of(base.snapshot_commit)
-        if treeedit.restores(g.snap.repo, safety_tree, base_tree, written):
-            if g.snap.head_info()[0] == base.head:
-                return base_tree, (list(base.dirty), base.dirty_count)
-            return base_tree, dirty_delta.derive(g.snap, safety, base_tree, written)
     post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
+    if (base is not None and post_tree == g.snap.tree_of(base.snapshot_commit)
+            and g.snap.head_info()[0] == base.head):
+        return post_tree, (list(base.dirty), base.dirty_count)
     return post_tree, dirty_delta.derive(g.snap, safety, post_tree, written)
 
 

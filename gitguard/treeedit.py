@@ -8,7 +8,6 @@ resolutions (fileops reads and writes the files; this module only builds trees).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 
 import pygit2
@@ -194,82 +193,3 @@ def lookup(repo: pygit2.Repository, tree: str | pygit2.Tree, rel: str) -> FileSt
     if entry.filemode == GITLINK:
         return FileState(str(entry.id), GITLINK)
     return None
-
-
-
-def restores(repo: pygit2.Repository, tree: str, target: str,
-             changes: Mapping[str, FileState | None]) -> bool:
-    """Whether `tree_with(repo, tree, changes)` equals `target`, decided without writing.
-
-    A rollback that put back every path where the tree differs from its target's tree
-    ends on that tree. Building it again costs a tree write per directory on the way
-    (wide ones in a large repository, loose objects the next fsync then flushes); reading
-    the two trees' directories on the way, skipping equal subtrees by id, tells the same.
-    (libgit2's tree diff is no shortcut: 100+ ms at 100k files even for one changed path.)
-    False whenever it is not that simple: a path above another, a name that is not UTF-8.
-    """
-    if any(not _utf8(os.fsencode(p)) for p in changes):
-        return False
-    if any(q in changes for p in changes for q in _parents(p)):
-        return False
-    goal = parse_tree(repo, target)
-    for path, state in changes.items():
-        if state is None:
-            try:
-                goal[path]
-            except KeyError:
-                continue           # absent in the target, as removing it leaves it
-            return False           # a file or a directory there: not simply absent
-        if lookup(repo, goal, path) != state:
-            return False
-    split = {tuple(os.fsencode(p).split(b"/")): s for p, s in changes.items()}
-    return _same_after(repo, pygit2.Oid(hex=tree), pygit2.Oid(hex=target), split)
-
-
-_TREE_MODE = b"40000"
-# One tree entry: octal mode, space, name, NUL, 20-byte id. Matched one after another
-# from the start, entries are contiguous, so each match begins at an entry.
-_ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
-
-
-def _raw_entries(repo: pygit2.Repository, oid: pygit2.Oid | None
-                 ) -> set[tuple[bytes, bytes, bytes]]:
-    """A tree's entries as (mode, name, raw id), parsed in C: wide directories are common."""
-    if oid is None:
-        return set()
-    tree = parse_tree(repo, oid)
-    found = set(_ENTRY.findall(tree.read_raw()))
-    if len(found) != len(tree):
-        raise ValueError(f"tree {oid} did not parse")
-    return found
-
-
-def _same_after(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None,
-                changes: Mapping[tuple[bytes, ...], FileState | None]) -> bool:
-    """Whether `old` with `changes` applied (each leaf already checked against `new`) is
-    `new`: every other entry equal, subtrees compared only where their ids differ."""
-    if old == new:
-        return True
-    try:
-        before, after = _raw_entries(repo, old), _raw_entries(repo, new)
-    except ValueError:
-        return False
-    differ: dict[bytes, list[tuple[bytes, bytes] | None]] = {}
-    for side, entries in ((0, before - after), (1, after - before)):
-        for mode, name, raw in entries:
-            differ.setdefault(name, [None, None])[side] = (mode, raw)
-    nested: dict[bytes, dict[tuple[bytes, ...], FileState | None]] = {}
-    for parts, state in changes.items():
-        if len(parts) > 1:
-            nested.setdefault(parts[0], {})[parts[1:]] = state
-    for name, (was, now) in differ.items():
-        if (name,) in changes:
-            if changes[(name,)] is None and was is not None and was[0] == _TREE_MODE:
-                return False       # removing a file there leaves a directory as it is
-            continue               # set as the target has it (checked by the caller)
-        if name not in nested or any(e is not None and e[0] != _TREE_MODE for e in (was, now)):
-            return False
-        if not _same_after(repo, pygit2.Oid(raw=was[1]) if was else None,
-                           pygit2.Oid(raw=now[1]) if now else None, nested[name]):
-            return False
-    return True

@@ -40,44 +40,6 @@ def _states(repo: pygit2.Repository, raw: dict[str, tuple[bytes, int] | None]
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
-@given(base_steps=st.lists(changes, max_size=3), moved=changes, edit=changes)
-def test_restores_says_yes_only_when_the_edited_tree_is_the_target(
-        tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
-        moved: dict[str, tuple[bytes, int] | None],
-        edit: dict[str, tuple[bytes, int] | None]) -> None:
-    """The rollback's post tree is reused as its target's only when building it would
-    give that very tree: `restores` is checked against the full `_tree_with`."""
-    repo_dir = tmp_path / "objects.git"
-    repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
-            else pygit2.init_repository(str(repo_dir), bare=True))
-    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
-    target = EMPTY_TREE
-    for raw in base_steps:
-        target = treeedit._tree_with(repo, treeedit.parse_tree(repo, target), _states(repo, raw))
-    tree = treeedit._tree_with(repo, treeedit.parse_tree(repo, target), _states(repo, moved))
-    wanted = _states(repo, edit)
-    built = treeedit._tree_with(repo, treeedit.parse_tree(repo, tree), wanted)
-    if treeedit.restores(repo, tree, target, wanted):
-        assert built == target
-
-
-def test_restores_answers_for_a_plain_rollback(tmp_path: Path) -> None:
-    repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
-    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
-    one, two = (FileState(str(repo.create_blob(b)), REGULAR) for b in (b"one\n", b"two\n"))
-    target = treeedit._tree_with(repo, treeedit.parse_tree(repo, EMPTY_TREE),
-                                 {"a/x": one, "b/y": one, "keep": two})
-    agent = {"a/x": two, "b/y": FileState(two.oid, EXECUTABLE), "c/new": one, "d/e/f": two}
-    tree = treeedit.tree_with(repo, target, agent)
-    back: dict[str, FileState | None] = {"a/x": one, "b/y": one, "c/new": None, "d/e/f": None}
-    assert treeedit.restores(repo, tree, target, back)
-    assert treeedit.tree_with(repo, tree, back) == target
-    assert not treeedit.restores(repo, tree, target, {"a/x": one, "c/new": None})  # b/y left
-    assert not treeedit.restores(repo, tree, target, {**back, "keep": one})
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
 @given(base_steps=st.lists(changes, max_size=3), edit=changes)
 def test_tree_with_skipping_held_changes_equals_applying_all(
         tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
@@ -243,3 +205,36 @@ def test_attribution_records_read_for_the_candidates_decide_as_all_of_them(repo:
         for since in (stamps[0], stamps[2], stamps[5]):
             assert (timeline.foreign_touch(item, since, grouped.get(path, ()))
                     == timeline.foreign_touch(item, since, everything))
+
+
+def test_rollback_checkpoints_reuse_dirty_summaries_equal_to_git_diff_tree(repo: Path) -> None:
+    """A rollback that ends on its target's tree takes the target's dirty summary for its
+    post checkpoint, and the safety checkpoint takes the latest's: each equals what
+    `git diff-tree` against HEAD gives, with a user edit kept (post tree not the target's)
+    and without."""
+    guard = Guard.init(repo)
+    try:
+        (repo / "dirty-before.txt").write_text("the user's, before the checkpoint\n")
+        for user_edit in (False, True):
+            target = guard.checkpoint(kind="manual", step_id=f"s{user_edit}")
+            with guard.tool_call("write", {"user": user_edit}):
+                (repo / "src" / "app.py").write_text(f"def main():\n    return {user_edit}\n")
+                (repo / "agent-new.txt").write_text("new\n")
+            if user_edit:
+                (repo / "user.txt").write_text("the user's, after the checkpoint\n")
+                guard.checkpoint(kind="manual", step_id="user")
+            result = rollback_files(guard, target.checkpoint_id)
+            assert result.applied is not None and len(result.applied.done) == 2
+            rows = checkpoints.read_index(guard.store)
+            entry = result.applied.entry
+            for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
+                saved = checkpoints.load(guard.store, rows.find(checkpoint_id or ""))
+                tree = guard.snap.tree_of(saved.snapshot_commit)
+                assert (list(saved.dirty), saved.dirty_count) == \
+                    guard.snap.dirty_against_head(tree)
+            post = rows.find(entry.post_checkpoint_id or "")
+            ends_on_target = (guard.snap.tree_of(post.snapshot_commit)
+                              == guard.snap.tree_of(target.snapshot_commit))
+            assert ends_on_target is not user_edit
+    finally:
+        guard.close()
