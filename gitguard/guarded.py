@@ -73,13 +73,14 @@ def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
 
 def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: str,
           id_prefix: str, summary: str, tool_input: dict[str, Any], steps: Sequence[Step],
-          now: Mapping[str, FileState | None], index: checkpoints.Index | None = None
-          ) -> Applied:
+          now: Mapping[str, FileState | None], index: checkpoints.Index | None = None,
+          base: Checkpoint | None = None) -> Applied:
     """Safety checkpoint, started entry, writes, post checkpoint, finished entry. Under lock.
 
     `now` holds the current state of every path involved, blobs already stored, so the
     safety checkpoint keeps what the user had there. `index`: the checkpoint index as the
-    caller read it under the same lock (read here otherwise).
+    caller read it under the same lock (read here otherwise). `base`: the checkpoint the
+    steps put paths back to (a rollback's target), whose tree the post tree may equal.
     """
     index = index if index is not None else checkpoints.read_index(g.store)
     latest = index.latest()
@@ -114,12 +115,11 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     done, raced, known = _write_all(g, steps)
 
     written = {s.path: s.target for s in done}
-    post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
+    post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base)
     post = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="post",
         tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
-        step_id=id_prefix, call_id=call_id,
-        dirty=dirty_delta.derive(g.snap, safety, post_tree, written))
+        step_id=id_prefix, call_id=call_id, dirty=post_dirty)
     patches: tuple[FilePatchEntry, ...] = ()
     if done:
         # Every difference between the two trees is a path written here (a path replaced by
@@ -147,6 +147,23 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     return Applied(safety, finished, tuple(done), tuple(raced))
 
 
+def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
+               written: Mapping[str, FileState | None], base: Checkpoint | None
+               ) -> tuple[str, tuple[list[str], int] | None]:
+    """The tree after the writes and its dirty summary.
+
+    A rollback that put back every path that differed from its target usually ends on
+    the target's own tree (tree_with then writes no new object: each one exists); then,
+    under the same HEAD, the target's dirty summary is the post checkpoint's too (same
+    tree, same HEAD), with no lookups in three trees per path.
+    """
+    post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
+    if (base is not None and post_tree == g.snap.tree_of(base.snapshot_commit)
+            and g.snap.head_info()[0] == base.head):
+        return post_tree, (list(base.dirty), base.dirty_count)
+    return post_tree, dirty_delta.derive(g.snap, safety, post_tree, written)
+
+
 def _dirty_from(g: Guard, latest: CheckpointIndexRow, tree: str,
                 changed: Mapping[str, FileState | None]) -> tuple[list[str], int] | None:
     """The safety tree's dirty summary from the latest checkpoint's, when that one reads."""
@@ -154,6 +171,8 @@ def _dirty_from(g: Guard, latest: CheckpointIndexRow, tree: str,
         base = checkpoints.load(g.store, latest, open_state=False)
     except CorruptRecord:
         return None
+    if tree == g.snap.tree_of(latest.snapshot_commit) and g.snap.head_info()[0] == base.head:
+        return list(base.dirty), base.dirty_count   # the usual case: nothing to look up
     return dirty_delta.derive(g.snap, base, tree, changed)
 
 

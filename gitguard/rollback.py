@@ -283,7 +283,8 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
             g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
             id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
             tool_input={"to": checkpoint_id}, steps=plan.steps,
-            now={p: o.state for p, o in facts.observed.items()}, index=index)
+            now={p: o.state for p, o in facts.observed.items()}, index=index,
+            base=target)
         for step, found in result.applied.raced:
             actual = found if isinstance(found, FileState) else None
             result.conflicts.append(conflict_for(

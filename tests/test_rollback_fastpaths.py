@@ -205,3 +205,36 @@ def test_attribution_records_read_for_the_candidates_decide_as_all_of_them(repo:
         for since in (stamps[0], stamps[2], stamps[5]):
             assert (timeline.foreign_touch(item, since, grouped.get(path, ()))
                     == timeline.foreign_touch(item, since, everything))
+
+
+def test_rollback_checkpoints_reuse_dirty_summaries_equal_to_git_diff_tree(repo: Path) -> None:
+    """A rollback that ends on its target's tree takes the target's dirty summary for its
+    post checkpoint, and the safety checkpoint takes the latest's: each equals what
+    `git diff-tree` against HEAD gives, with a user edit kept (post tree not the target's)
+    and without."""
+    guard = Guard.init(repo)
+    try:
+        (repo / "dirty-before.txt").write_text("the user's, before the checkpoint\n")
+        for user_edit in (False, True):
+            target = guard.checkpoint(kind="manual", step_id=f"s{user_edit}")
+            with guard.tool_call("write", {"user": user_edit}):
+                (repo / "src" / "app.py").write_text(f"def main():\n    return {user_edit}\n")
+                (repo / "agent-new.txt").write_text("new\n")
+            if user_edit:
+                (repo / "user.txt").write_text("the user's, after the checkpoint\n")
+                guard.checkpoint(kind="manual", step_id="user")
+            result = rollback_files(guard, target.checkpoint_id)
+            assert result.applied is not None and len(result.applied.done) == 2
+            rows = checkpoints.read_index(guard.store)
+            entry = result.applied.entry
+            for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
+                saved = checkpoints.load(guard.store, rows.find(checkpoint_id or ""))
+                tree = guard.snap.tree_of(saved.snapshot_commit)
+                assert (list(saved.dirty), saved.dirty_count) == \
+                    guard.snap.dirty_against_head(tree)
+            post = rows.find(entry.post_checkpoint_id or "")
+            ends_on_target = (guard.snap.tree_of(post.snapshot_commit)
+                              == guard.snap.tree_of(target.snapshot_commit))
+            assert ends_on_target is not user_edit
+    finally:
+        guard.close()
