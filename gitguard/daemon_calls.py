@@ -13,9 +13,7 @@ click as before, so the output and exit code are click's for every input
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import click
@@ -142,14 +140,8 @@ def _begin(guard: Any, *, tool: str, input_text: str | None, input_file: str | N
 
 def _end(guard: Any, *, call_id: str, status: str, result_text: str | None,
          result_file: str | None, as_json: bool) -> None:
-    result: str | bytes | None = result_text
-    if result_file is not None:
-        try:
-            result = (sys.stdin.buffer.read() if result_file == "-"
-                      else Path(result_file).read_bytes())
-        except OSError as exc:
-            raise GitguardError(f"cannot read {result_file}: {exc.strerror}",
-                                "check the path") from None
-    entry = guard.end_call(call_id, status, result)
+    from gitguard.commands.call import read_result  # the same reading as the CLI's
+
+    entry = guard.end_call(call_id, status, read_result(result_text, result_file))
     _emit(entry.to_json(), as_json, lambda: click.echo(
         f"{entry.call_id} {entry.status}: {len(entry.file_patches)} file(s) changed"))

@@ -12,23 +12,15 @@ from pathlib import Path
 import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tree_helpers import start
 
 from conftest import git
 from gitguard import packing, packwrite
 from gitguard.api import Guard
 from gitguard.store import Store
-from gitguard.treebuild import IncrementalTree
 from gitguard.workspace import discover
 
 TREE, BLOB = pygit2.enums.ObjectType.TREE, pygit2.enums.ObjectType.BLOB
-
-
-def start(repo: Path) -> tuple[Guard, IncrementalTree]:
-    guard = Guard.init(repo)
-    first = guard.snap.write_tree()
-    inc = IncrementalTree(guard.snap.repo, str(repo), guard.settings.untracked_size_cap,
-                          first.tree, first.skipped, store=guard.store)
-    return guard, inc
 
 
 def pack_names(repo: Path) -> set[str]:

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pygit2
+from tree_helpers import start
 
 from conftest import git
 from gitguard.api import Guard
@@ -15,14 +16,6 @@ from gitguard.treebuild import IncrementalTree, _order, object_id, parse_tree, t
 
 TREE = int(pygit2.enums.ObjectType.TREE)
 STEMS = ["x", "x-y", "x.y", "x0", "x y", "xy"]     # "x" < "x y" < "x-y" < "x.y" < "x/" < "x0"
-
-
-def start(repo: Path) -> tuple[Guard, IncrementalTree]:
-    guard = Guard.init(repo)
-    first = guard.snap.write_tree()
-    inc = IncrementalTree(guard.snap.repo, str(repo), guard.settings.untracked_size_cap,
-                          first.tree, first.skipped, store=guard.store)
-    return guard, inc
 
 
 def check(guard: Guard, inc: IncrementalTree, changed: list[bytes]) -> str:

@@ -69,14 +69,17 @@ def call_end(ctx: Ctx, call_id: str, status: str, result_text: str | None,
 
     Example: gitguard call end call_1 --status failed --result "npm ERR! 2 tests failed"
     """
-    result: str | bytes | None = result_text
-    if result_file is not None:
-        try:
-            result = (sys.stdin.buffer.read() if result_file == "-"
-                      else Path(result_file).read_bytes())
-        except OSError as exc:
-            raise GitguardError(f"cannot read {result_file}: {exc.strerror}",
-                                "check the path") from None
-    entry = ctx.guard.end_call(call_id, status, result)
+    entry = ctx.guard.end_call(call_id, status, read_result(result_text, result_file))
     emit(entry.to_json(), as_json, lambda: click.echo(
         f"{entry.call_id} {entry.status}: {len(entry.file_patches)} file(s) changed"))
+
+
+def read_result(result_text: str | None, result_file: str | None) -> str | bytes | None:
+    """`--result` or `--result-file` ('-': stdin), as `call end` and the daemon read them."""
+    if result_file is None:
+        return result_text
+    try:
+        return sys.stdin.buffer.read() if result_file == "-" else Path(result_file).read_bytes()
+    except OSError as exc:
+        raise GitguardError(f"cannot read {result_file}: {exc.strerror}",
+                            "check the path") from None
