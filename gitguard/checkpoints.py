@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import zlib
 from collections.abc import Sequence
@@ -55,21 +54,13 @@ _READ_MAX = 8
 # one), and reading, hashing and validating the file again cost ~1 ms a call. Used only
 # while the index row's sha256 and the file's inode, size and mtime are still the ones
 # written: gc's rewrite, a removal or any edit sends `load` to the file as before.
-_WRITTEN: dict[Path, tuple[str, tuple[int, int, int], Checkpoint]] = {}
+_WRITTEN: dict[Path, tuple[str, tuple[int, int, int, int], Checkpoint]] = {}
 _WRITTEN_MAX = 4
 
 
 def forget() -> None:
     _READ.clear()
     _WRITTEN.clear()
-
-
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def read_index(store: Store) -> Index:
@@ -149,7 +140,7 @@ def load(store: Store, row: CheckpointIndexRow, open_state: bool = True) -> Chec
     """
     path = store.checkpoints_dir / row.file
     written = _WRITTEN.get(path) if open_state else None
-    if written is not None and written[0] == row.sha256 and _stat_key(path) == written[1]:
+    if written is not None and written[0] == row.sha256 and durable.stat_key(path) == written[1]:
         return written[2]
     try:
         data = path.read_bytes()
@@ -298,7 +289,7 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     # the same (new run state from the API may hold tuples, which JSON makes lists).
     carried = run_state is None or (previous is not None and run_state is previous.run_state)
     same = carried or json.loads(durable.canonical_json(run_state)) == run_state
-    key = _stat_key(path) if same else None
+    key = durable.stat_key(path) if same else None
     if key is not None:
         _WRITTEN.pop(path, None)
         while len(_WRITTEN) >= _WRITTEN_MAX:

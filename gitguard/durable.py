@@ -116,6 +116,16 @@ class JsonlRead:
     torn: bytes = b""            # bytes after the last newline (an interrupted append)
 
 
+def stat_key(path: Path) -> tuple[int, int, int, int] | None:
+    """(inode, size, mtime, ctime) of a file, or None when it is gone: whether a file a
+    process wrote or read is still the one it saw (any write moves size or the times)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def read_bytes(path: Path) -> bytes | None:
     """A store file's bytes; None when it does not exist, StoreError when it cannot be read."""
     try:

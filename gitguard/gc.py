@@ -192,7 +192,8 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
                    kept=len(plan.keep), pruned=len(plan.prune),
                    commitsDropped=report.commits_dropped,
                    artifactsRemoved=len(report.artifacts_removed),
-                   freedBytes=report.freed_bytes)
+                   freedBytes=report.freed_bytes,
+                   repackMs=round(report.repack.duration_ms, 3) if report.repack else None)
     return report
 
 

@@ -95,14 +95,14 @@ class Store:
         Store last found it whole (the daemon's Store takes the lock twice per tool call,
         and half the journals never change then). An append, a torn one included, grows
         the file; gc's rewrite is another inode: either sends it to the repair again."""
-        before = _stat_key(journal)
+        before = durable.stat_key(journal)
         if before is None:
             self._clean.pop(journal, None)
             return                          # nothing to repair (repair_torn_tail agrees)
         if self._clean.get(journal) == before:
             return
         durable.repair_torn_tail(journal)
-        after = _stat_key(journal)
+        after = durable.stat_key(journal)
         if after is not None:
             self._clean[journal] = after
 
@@ -173,11 +173,3 @@ class Store:
             # holding it is durable, so looking second never misses it.
             data = self._bundled(ref, name)
         return self.privacy.open(data, f"artifact:{name}")
-
-
-def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns

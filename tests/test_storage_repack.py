@@ -14,7 +14,7 @@ from pathlib import Path
 from storage_helpers import GC_ENV, calls
 
 from conftest import gg, git
-from gitguard import packing
+from gitguard import packing, trace
 from gitguard.api import Guard
 from gitstate import capture, fsck_clean
 
@@ -62,6 +62,8 @@ def test_repack_repository_keeps_every_object_and_the_users_state(repo: Path) ->
     assert exists(repo, loose) and exists(repo, dropped), "unreachable objects are kept"
     assert git(repo, "stash", "list").strip(), "the fixture's stash is still there"
     assert not packing.own_packs(Guard.open(repo).store), "our packs went into git's"
+    runs = [e for e in trace.read(Guard.open(repo).store) if e.name == "gc.run"]
+    assert runs[-1].data["repackMs"] == round(repacked["durationMs"], 3) > 0
     gg(repo, "verify")
     fsck_clean(repo)
     # Every kept checkpoint still restores, also after the user's own gc.
