@@ -7,6 +7,7 @@ kept aside rather than silently dropped.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -214,7 +215,7 @@ def append_jsonl(path: Path, records: list[dict[str, Any]], *, sync: bool = True
         if faults.active("jsonl.torn_write") and len(payload) > 1:
             os.write(fd, payload[: len(payload) // 2])
             faults.point("jsonl.torn_write")
-        os.write(fd, payload)
+        _append_whole(fd, payload, path)
         if sync:
             os.fsync(fd)
     finally:
@@ -222,6 +223,23 @@ def append_jsonl(path: Path, records: list[dict[str, Any]], *, sync: bool = True
     if created and sync:
         fsync_dir(path.parent)
     faults.point("jsonl.after_fsync")
+
+
+def _append_whole(fd: int, payload: bytes, path: Path) -> None:
+    """Write all of `payload`, or none of it: os.write may write less than asked (a full
+    disk, a file size limit), and a partial line left behind would only be noticed, as a
+    torn tail, by the next reader. On failure the file is cut back to where it was."""
+    start = os.fstat(fd).st_size
+    view = memoryview(payload)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        with contextlib.suppress(OSError):   # else the reader's torn-tail repair keeps them aside
+            os.ftruncate(fd, start)
+        raise StoreError(f"cannot append to {path.name}: {exc.strerror}",
+                         "free disk space (or raise the file size limit) and run the "
+                         "command again; nothing was recorded") from None
 
 
 class StoreLock:

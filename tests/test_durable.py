@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,38 @@ def test_lock_excludes_another_process(tmp_path: Path) -> None:
         holder.join(20)
     with durable.StoreLock(tmp_path / "lock", timeout=5).held():
         pass
+
+
+_SHORT_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from gitguard import durable
+from gitguard.errors import StoreError
+path = Path(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # EFBIG instead of being killed
+size = path.stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, resource.RLIM_INFINITY))
+try:
+    durable.append_jsonl(path, [{"call": "c2", "text": "x" * 200}])
+except StoreError as exc:
+    print("refused:", exc, "|", exc.hint)
+    sys.exit(7)
+"""
+
+
+def test_a_short_write_leaves_no_partial_line(tmp_path: Path) -> None:
+    # A file size limit makes os.write write 10 bytes of the line and then fail, as a
+    # full disk would: the append must fail whole, with the file cut back.
+    path = tmp_path / "ledger.jsonl"
+    durable.append_jsonl(path, [{"call": "c1"}])
+    before = path.read_bytes()
+
+    done = subprocess.run([sys.executable, "-c", _SHORT_WRITE, str(path)],
+                          capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 7, done.stderr
+    assert "cannot append to ledger.jsonl" in done.stdout
+    assert "nothing was recorded" in done.stdout
+    assert path.read_bytes() == before
+    read = durable.read_jsonl(path)
+    assert read.records == [{"call": "c1"}] and read.torn == b""
