@@ -180,7 +180,9 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         report.attribution_rows_dropped = gc_attribution.compact(store, kept_created)
         _compact_ledger(store)
         trace.compact(store, cutoff)
-        report.pack = packing.pack_gitguard_objects(store, merge=True, drop_unreachable=True)
+        report.pack = packing.pack_gitguard_objects(
+            store, merge=True, drop_unreachable=True,
+            merge_window=packing.MERGE_WINDOW_BEFORE_REPACK if whole else packing.MERGE_WINDOW)
         report.pack.loose_before = first.loose_before
         # Measured before the repository repack, which folds our pack into the user's:
         # what gc freed is what gitguard stopped holding, not what git's repack moved.
