@@ -27,6 +27,10 @@ MESSAGES_REF = "refs/gitguard/messages/"
 @dataclass
 class Index:
     rows: list[CheckpointIndexRow] = field(default_factory=list)
+    # next_id's tally: the highest number per id prefix among rows[:counted], so a new id
+    # costs the rows added since, not a scan of the whole day (O(history) per checkpoint)
+    top: dict[str, int] = field(default_factory=dict)
+    counted: int = 0
 
     def find(self, checkpoint_id: str) -> CheckpointIndexRow:
         for row in self.rows:
@@ -45,7 +49,7 @@ class Index:
 # The rows this process last read per index file and how far into it they reach: the next
 # read decodes only what was appended since. gc replaces the file (a new inode), which
 # tailcache.read_after notices, so the next read is a full one.
-_READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow]]] = {}
+_READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow], dict[str, int]]] = {}
 _READ_MAX = 8
 
 
@@ -72,9 +76,12 @@ def read_index(store: Store) -> Index:
             decoded = [durable.decode_line(line) for line in tail.data.split(b"\n")[:-1]]
             records = [r for r in decoded if r is not None]
             if len(records) == len(decoded):    # else the full read names the bad line
-                cached[1].extend(CheckpointIndexRow.model_validate(r) for r in records)
-                _READ[path] = (tail.mark, cached[1])
-                return Index(list(cached[1]))
+                rows, top = cached[1], cached[2]
+                new = [CheckpointIndexRow.model_validate(r) for r in records]
+                rows.extend(new)
+                _tally(top, new)
+                _READ[path] = (tail.mark, rows, top)
+                return Index(list(rows), dict(top), len(rows))
     return read_index_full(store)
 
 
@@ -82,11 +89,13 @@ def read_index_full(store: Store) -> Index:
     path = store.index_path
     raw, st = tailcache.read_full(path)
     rows = [CheckpointIndexRow.model_validate(r) for r in durable.parse_jsonl(path, raw).records]
+    top: dict[str, int] = {}
+    _tally(top, rows)
     if st is not None:
         while len(_READ) >= _READ_MAX:
             del _READ[next(iter(_READ))]
-        _READ[path] = (tailcache.mark_of(raw, st), list(rows))
-    return Index(rows)
+        _READ[path] = (tailcache.mark_of(raw, st), list(rows), dict(top))
+    return Index(rows, top, len(rows))
 
 
 def pruned_ids(store: Store) -> set[str]:
@@ -125,12 +134,29 @@ def pruned_record(ids: Sequence[str], pruned_at: str | None = None) -> dict[str,
     return {"prunedAt": pruned_at or clock.stamp(), "ranges": ranges, "checkpointIds": single}
 
 
+def _tally(top: dict[str, int], rows: Sequence[CheckpointIndexRow]) -> None:
+    """Raise `top[prefix]` to each row's number: `ckpt_20261129_012` counts 12 for
+    `ckpt_20261129_`. Ids not of that shape (none are written) count for nothing."""
+    for row in rows:
+        prefix, _, number = row.checkpoint_id.rpartition("_")
+        if number.isdigit() and number.isascii():
+            key = prefix + "_"
+            value = int(number)
+            if value > top.get(key, 0):
+                top[key] = value
+
+
 def next_id(index: Index) -> str:
-    today = clock.day()
-    prefix = f"ckpt_{today}_"
-    numbers = [int(r.checkpoint_id[len(prefix):]) for r in index.rows
-               if r.checkpoint_id.startswith(prefix) and r.checkpoint_id[len(prefix):].isdigit()]
-    return f"{prefix}{max(numbers, default=0) + 1:03d}"
+    """Today's next number: one above the highest of today's ids in the index (the id of a
+    file whose index row a crash lost is written again, as before). The tally is brought
+    up to date with the rows appended since it was counted; anything else (rows replaced
+    by a shorter list) recounts."""
+    if index.counted > len(index.rows):
+        index.top, index.counted = {}, 0
+    _tally(index.top, index.rows[index.counted:])
+    index.counted = len(index.rows)
+    prefix = f"ckpt_{clock.day()}_"
+    return f"{prefix}{index.top.get(prefix, 0) + 1:03d}"
 
 
 def load(store: Store, row: CheckpointIndexRow, open_state: bool = True) -> Checkpoint:
