@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from pydantic import TypeAdapter
+from pydantic.alias_generators import to_camel
 
 from gitguard import clock, durable, faults, tailcache, trace
 from gitguard.errors import CorruptRecord, UnknownId
-from gitguard.models import Checkpoint, CheckpointIndexRow, CheckpointKind
+from gitguard.models import SCHEMA_VERSION, Checkpoint, CheckpointIndexRow, CheckpointKind
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 
@@ -292,25 +294,27 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     head, branch = snap.head_info()
     dirty_paths, dirty_count = (dirty if dirty is not None
                                 else _dirty_summary(snap, previous, commit, head, tree))
-    checkpoint = Checkpoint(
+    # The file's JSON and the index row are built once, from plain data, as
+    # `to_json()` of the models would give them (test_checkpoint_fastwrite compares);
+    # the objects returned are built without validating again what was just typed.
+    fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,
-        branch=branch, dirty=tuple(dirty_paths), dirty_count=dirty_count, skipped=tree.skipped,
-        ledger_seq=ledger_seq, run_state=run_state, message_refs=tuple(message_refs or ()),
-        transcript_path=transcript_path,
-    )
-    stored = checkpoint.model_copy(update={"run_state": store.privacy.seal_state(run_state)})
-    data = durable.canonical_json(stored.to_json()) + b"\n"
+        branch=branch, dirty=tuple(dirty_paths), dirty_count=dirty_count,
+        skipped=tuple(tree.skipped), ledger_seq=ledger_seq, run_state=run_state,
+        message_refs=tuple(message_refs or ()), transcript_path=transcript_path)
+    checkpoint = Checkpoint.model_construct(schema_version=SCHEMA_VERSION, **fields)
+    data = _file_bytes(fields, store.privacy.seal_state(run_state))
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
     durable.atomic_write(path, data)
     faults.point("checkpoint.before_index")
-    row = CheckpointIndexRow(
+    row_fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
-        file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=checkpoint.created_at,
-        snapshot_commit=commit,
-    )
+        file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=fields["created_at"],
+        snapshot_commit=commit)
+    row = CheckpointIndexRow.model_construct(schema_version=SCHEMA_VERSION, **row_fields)
     # What load returns is the JSON's reading: remember the object only when it reads back
     # the same (new run state from the API may hold tuples, which JSON makes lists).
     carried = run_state is None or (previous is not None and run_state is previous.run_state)
@@ -321,7 +325,7 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
         while len(_WRITTEN) >= _WRITTEN_MAX:
             del _WRITTEN[next(iter(_WRITTEN))]
         _WRITTEN[path] = (row.sha256, key, checkpoint)
-    durable.append_jsonl(store.index_path, [row.to_json()])
+    durable.append_jsonl(store.index_path, [_camel(row_fields)])
     faults.point("checkpoint.after_index")
     index.rows.append(row)
     trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
@@ -329,6 +333,27 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
                checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),
                skipped=len(tree.skipped), bytes=len(data) + tree.bytes_hashed + new_bytes)
     return checkpoint
+
+
+_CAMEL = {name: to_camel(name) for name in Checkpoint.model_fields}
+_CAMEL.update({name: to_camel(name) for name in CheckpointIndexRow.model_fields})
+_STATE = TypeAdapter(dict[str, Any] | None)
+
+
+def _camel(fields: dict[str, Any]) -> dict[str, Any]:
+    """A record's JSON as `Record.to_json()` gives it: camelCase names, tuples as lists."""
+    out: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION}
+    for name, value in fields.items():
+        out[_CAMEL[name]] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _file_bytes(fields: dict[str, Any], stored_state: dict[str, Any] | None) -> bytes:
+    """The checkpoint file: its fields with the run state as stored (sealed or not), the
+    state in pydantic's JSON form (inf and nan become null, as `to_json()` makes them)."""
+    out = _camel({**fields, "run_state": None})
+    out["runState"] = _STATE.dump_python(stored_state, mode="json")
+    return durable.canonical_json(out) + b"\n"
 
 
 def _dirty_summary(snap: Snapshotter, previous: Checkpoint | None, commit: str,
