@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import zlib
 from collections.abc import Sequence
@@ -134,6 +135,28 @@ def pruned_record(ids: Sequence[str], pruned_at: str | None = None) -> dict[str,
         else:
             ranges.append([prefix, int(number), int(number)])
     return {"prunedAt": pruned_at or clock.stamp(), "ranges": ranges, "checkpointIds": single}
+
+
+def _advance(path: Path, cached: tuple[tailcache.Mark, list[CheckpointIndexRow],
+                                        dict[str, int]], line: bytes,
+             row: CheckpointIndexRow) -> None:
+    """Move this process's read of the index past the line it just appended, so the next
+    read_index does not read, checksum and validate it again. Only when the file is the
+    one marked and is exactly the marked prefix plus that line (under the store lock
+    nothing else appends); else the cache stays as it was and the next read finds out."""
+    mark, rows, top = cached
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if ((st.st_dev, st.st_ino) != (mark.dev, mark.ino) or mark.size != mark.offset
+            or st.st_size != mark.offset + len(line) or _READ.get(path) is not cached):
+        return
+    rows.append(row)
+    _tally(top, [row])
+    guard = line[-4096:]        # tailcache's guard: the last line, at most 4 KiB of it
+    _READ[path] = (tailcache.Mark(mark.dev, mark.ino, st.st_size, guard, st.st_size,
+                                  st.st_mtime_ns), rows, top)
 
 
 def _tally(top: dict[str, int], rows: Sequence[CheckpointIndexRow]) -> None:
@@ -325,9 +348,13 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
         while len(_WRITTEN) >= _WRITTEN_MAX:
             del _WRITTEN[next(iter(_WRITTEN))]
         _WRITTEN[path] = (row.sha256, key, checkpoint)
+    line = durable.encode_line(_camel(row_fields))
+    cached = _READ.get(store.index_path)
     durable.append_jsonl(store.index_path, [_camel(row_fields)])
     faults.point("checkpoint.after_index")
     index.rows.append(row)
+    if cached is not None:
+        _advance(store.index_path, cached, line, row)
     trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
                duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
                checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),

@@ -52,7 +52,9 @@ def test_fast_write_gives_the_models_bytes_and_rows(repo: Path) -> None:
     (repo / "f0.txt").write_text("edited\n")
     guard.end_call(entry.call_id, "succeeded", "ok")
     lines = _index_lines(guard)
+    warm = checkpoints.read_index(guard.store).rows     # moved past its own appends
     rows = checkpoints.read_index_full(guard.store).rows
+    assert warm == rows
     assert len(rows) == len(lines) == len(made) + 2
     for line, row in zip(lines, rows, strict=True):
         data = (guard.store.checkpoints_dir / row.file).read_bytes()
@@ -108,6 +110,8 @@ def test_ids_stay_unique_and_increasing_across_processes_and_days(
         ids.append(out.stdout.strip())
         monkeypatch.setenv("GITGUARD_NOW", now)
         ids.append(guard.checkpoint().checkpoint_id)     # this process, its cache warm
+        assert (checkpoints.read_index(guard.store).rows
+                == checkpoints.read_index_full(guard.store).rows)
     assert ids == ["ckpt_20261128_042", "ckpt_20261128_043", "ckpt_20261128_044",
                    "ckpt_20261129_001", "ckpt_20261129_002"]
     rows = checkpoints.read_index_full(guard.store).rows
