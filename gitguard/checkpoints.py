@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import zlib
 from collections.abc import Sequence
@@ -14,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from pydantic import TypeAdapter
+from pydantic.alias_generators import to_camel
 
 from gitguard import clock, durable, faults, tailcache, trace
 from gitguard.errors import CorruptRecord, UnknownId
-from gitguard.models import Checkpoint, CheckpointIndexRow, CheckpointKind
+from gitguard.models import SCHEMA_VERSION, Checkpoint, CheckpointIndexRow, CheckpointKind
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 
@@ -27,6 +30,10 @@ MESSAGES_REF = "refs/gitguard/messages/"
 @dataclass
 class Index:
     rows: list[CheckpointIndexRow] = field(default_factory=list)
+    # next_id's tally: the highest number per id prefix among rows[:counted], so a new id
+    # costs the rows added since, not a scan of the whole day (O(history) per checkpoint)
+    top: dict[str, int] = field(default_factory=dict)
+    counted: int = 0
 
     def find(self, checkpoint_id: str) -> CheckpointIndexRow:
         for row in self.rows:
@@ -45,7 +52,7 @@ class Index:
 # The rows this process last read per index file and how far into it they reach: the next
 # read decodes only what was appended since. gc replaces the file (a new inode), which
 # tailcache.read_after notices, so the next read is a full one.
-_READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow]]] = {}
+_READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow], dict[str, int]]] = {}
 _READ_MAX = 8
 
 
@@ -72,9 +79,12 @@ def read_index(store: Store) -> Index:
             decoded = [durable.decode_line(line) for line in tail.data.split(b"\n")[:-1]]
             records = [r for r in decoded if r is not None]
             if len(records) == len(decoded):    # else the full read names the bad line
-                cached[1].extend(CheckpointIndexRow.model_validate(r) for r in records)
-                _READ[path] = (tail.mark, cached[1])
-                return Index(list(cached[1]))
+                rows, top = cached[1], cached[2]
+                new = [CheckpointIndexRow.model_validate(r) for r in records]
+                rows.extend(new)
+                _tally(top, new)
+                _READ[path] = (tail.mark, rows, top)
+                return Index(list(rows), dict(top), len(rows))
     return read_index_full(store)
 
 
@@ -82,11 +92,13 @@ def read_index_full(store: Store) -> Index:
     path = store.index_path
     raw, st = tailcache.read_full(path)
     rows = [CheckpointIndexRow.model_validate(r) for r in durable.parse_jsonl(path, raw).records]
+    top: dict[str, int] = {}
+    _tally(top, rows)
     if st is not None:
         while len(_READ) >= _READ_MAX:
             del _READ[next(iter(_READ))]
-        _READ[path] = (tailcache.mark_of(raw, st), list(rows))
-    return Index(rows)
+        _READ[path] = (tailcache.mark_of(raw, st), list(rows), dict(top))
+    return Index(rows, top, len(rows))
 
 
 def pruned_ids(store: Store) -> set[str]:
@@ -125,12 +137,51 @@ def pruned_record(ids: Sequence[str], pruned_at: str | None = None) -> dict[str,
     return {"prunedAt": pruned_at or clock.stamp(), "ranges": ranges, "checkpointIds": single}
 
 
+def _advance(path: Path, cached: tuple[tailcache.Mark, list[CheckpointIndexRow],
+                                        dict[str, int]], line: bytes,
+             row: CheckpointIndexRow) -> None:
+    """Move this process's read of the index past the line it just appended, so the next
+    read_index does not read, checksum and validate it again. Only when the file is the
+    one marked and is exactly the marked prefix plus that line (under the store lock
+    nothing else appends); else the cache stays as it was and the next read finds out."""
+    mark, rows, top = cached
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if ((st.st_dev, st.st_ino) != (mark.dev, mark.ino) or mark.size != mark.offset
+            or st.st_size != mark.offset + len(line) or _READ.get(path) is not cached):
+        return
+    rows.append(row)
+    _tally(top, [row])
+    guard = line[-4096:]        # tailcache's guard: the last line, at most 4 KiB of it
+    _READ[path] = (tailcache.Mark(mark.dev, mark.ino, st.st_size, guard, st.st_size,
+                                  st.st_mtime_ns), rows, top)
+
+
+def _tally(top: dict[str, int], rows: Sequence[CheckpointIndexRow]) -> None:
+    """Raise `top[prefix]` to each row's number: `ckpt_20261129_012` counts 12 for
+    `ckpt_20261129_`. Ids not of that shape (none are written) count for nothing."""
+    for row in rows:
+        prefix, _, number = row.checkpoint_id.rpartition("_")
+        if number.isdigit() and number.isascii():
+            key = prefix + "_"
+            value = int(number)
+            if value > top.get(key, 0):
+                top[key] = value
+
+
 def next_id(index: Index) -> str:
-    today = clock.day()
-    prefix = f"ckpt_{today}_"
-    numbers = [int(r.checkpoint_id[len(prefix):]) for r in index.rows
-               if r.checkpoint_id.startswith(prefix) and r.checkpoint_id[len(prefix):].isdigit()]
-    return f"{prefix}{max(numbers, default=0) + 1:03d}"
+    """Today's next number: one above the highest of today's ids in the index (the id of a
+    file whose index row a crash lost is written again, as before). The tally is brought
+    up to date with the rows appended since it was counted; anything else (rows replaced
+    by a shorter list) recounts."""
+    if index.counted > len(index.rows):
+        index.top, index.counted = {}, 0
+    _tally(index.top, index.rows[index.counted:])
+    index.counted = len(index.rows)
+    prefix = f"ckpt_{clock.day()}_"
+    return f"{prefix}{index.top.get(prefix, 0) + 1:03d}"
 
 
 def load(store: Store, row: CheckpointIndexRow, open_state: bool = True) -> Checkpoint:
@@ -266,25 +317,27 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     head, branch = snap.head_info()
     dirty_paths, dirty_count = (dirty if dirty is not None
                                 else _dirty_summary(snap, previous, commit, head, tree))
-    checkpoint = Checkpoint(
+    # The file's JSON and the index row are built once, from plain data, as
+    # `to_json()` of the models would give them (test_checkpoint_fastwrite compares);
+    # the objects returned are built without validating again what was just typed.
+    fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         call_id=call_id, created_at=clock.stamp(), snapshot_commit=commit, head=head,
-        branch=branch, dirty=tuple(dirty_paths), dirty_count=dirty_count, skipped=tree.skipped,
-        ledger_seq=ledger_seq, run_state=run_state, message_refs=tuple(message_refs or ()),
-        transcript_path=transcript_path,
-    )
-    stored = checkpoint.model_copy(update={"run_state": store.privacy.seal_state(run_state)})
-    data = durable.canonical_json(stored.to_json()) + b"\n"
+        branch=branch, dirty=tuple(dirty_paths), dirty_count=dirty_count,
+        skipped=tuple(tree.skipped), ledger_seq=ledger_seq, run_state=run_state,
+        message_refs=tuple(message_refs or ()), transcript_path=transcript_path)
+    checkpoint = Checkpoint.model_construct(schema_version=SCHEMA_VERSION, **fields)
+    data = _file_bytes(fields, store.privacy.seal_state(run_state))
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
     durable.atomic_write(path, data)
     faults.point("checkpoint.before_index")
-    row = CheckpointIndexRow(
+    row_fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
-        file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=checkpoint.created_at,
-        snapshot_commit=commit,
-    )
+        file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=fields["created_at"],
+        snapshot_commit=commit)
+    row = CheckpointIndexRow.model_construct(schema_version=SCHEMA_VERSION, **row_fields)
     # What load returns is the JSON's reading: remember the object only when it reads back
     # the same (new run state from the API may hold tuples, which JSON makes lists).
     carried = run_state is None or (previous is not None and run_state is previous.run_state)
@@ -295,14 +348,39 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
         while len(_WRITTEN) >= _WRITTEN_MAX:
             del _WRITTEN[next(iter(_WRITTEN))]
         _WRITTEN[path] = (row.sha256, key, checkpoint)
-    durable.append_jsonl(store.index_path, [row.to_json()])
+    line = durable.encode_line(_camel(row_fields))
+    cached = _READ.get(store.index_path)
+    durable.append_jsonl(store.index_path, [_camel(row_fields)])
     faults.point("checkpoint.after_index")
     index.rows.append(row)
+    if cached is not None:
+        _advance(store.index_path, cached, line, row)
     trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
                duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
                checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),
                skipped=len(tree.skipped), bytes=len(data) + tree.bytes_hashed + new_bytes)
     return checkpoint
+
+
+_CAMEL = {name: to_camel(name) for name in Checkpoint.model_fields}
+_CAMEL.update({name: to_camel(name) for name in CheckpointIndexRow.model_fields})
+_STATE = TypeAdapter(dict[str, Any] | None)
+
+
+def _camel(fields: dict[str, Any]) -> dict[str, Any]:
+    """A record's JSON as `Record.to_json()` gives it: camelCase names, tuples as lists."""
+    out: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION}
+    for name, value in fields.items():
+        out[_CAMEL[name]] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _file_bytes(fields: dict[str, Any], stored_state: dict[str, Any] | None) -> bytes:
+    """The checkpoint file: its fields with the run state as stored (sealed or not), the
+    state in pydantic's JSON form (inf and nan become null, as `to_json()` makes them)."""
+    out = _camel({**fields, "run_state": None})
+    out["runState"] = _STATE.dump_python(stored_state, mode="json")
+    return durable.canonical_json(out) + b"\n"
 
 
 def _dirty_summary(snap: Snapshotter, previous: Checkpoint | None, commit: str,
