@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     import subprocess
 
 # `Snapshotter._status("--untracked-files=normal")` through `gitcmd.run_git`, flag for flag
-# (tests/test_prescan.py compares the two outputs and the commands git traced).
+# (tests/test_prescan.py compares the two outputs, and checks with GIT_TRACE that a CLI
+# resume runs this status once).
 _CONFIG = ("-c", "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
            "-c", "core.untrackedCache=true")
 STATUS = ("status", "--porcelain=v2", "-z", "--no-renames", "--ignore-submodules=all",
