@@ -138,11 +138,25 @@ def _replay_stdin(data: bytes) -> None:
     sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding=sys.stdin.encoding or "utf-8")
 
 
+def early_scan(argv: list[str]) -> None:
+    """`resume` runs here, in this process: start its scan's `git status` now, so git
+    walks the workspace while Python imports the rest (gitguard.prescan)."""
+    parsed = split_global(argv)
+    if parsed is None or parsed[1][0] != "resume" or not is_fast(parsed[1]):
+        return
+    found = client.find_store(parsed[0])
+    if found is not None:
+        from gitguard import prescan
+
+        prescan.start(*found)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     code = try_daemon(argv)
     if code is not None:
         sys.exit(code)
+    early_scan(argv)
     from gitguard.cli import main as cli_main
 
     cli_main(argv)

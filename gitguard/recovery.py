@@ -109,7 +109,7 @@ class ResumeResult:
 
 
 def _session_entries(state: ledger.LedgerState, session_id: str) -> list[ToolLedgerEntry]:
-    return [e for e in state.in_order() if e.session_id == session_id]
+    return [e for e in map(state.entries.__getitem__, state.order) if e.session_id == session_id]
 
 
 def resume(g: Guard, *, checkpoint_id: str | None = None,
@@ -136,14 +136,19 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
         choice = with_incomplete(g.store, index, choice, sid)
         trace.emit(g.store, "recovery", "recovery.checkpoint", session_id=sid,
                    **choice.to_json(), movedAside=[p.name for p in moved])
-        opened = [e for e in _session_entries(state, sid) if e.status in OPEN_STATUSES]
+        # The session's calls, gathered once (10,000 after a long run) for every step below.
+        entries = _session_entries(state, sid)
+        opened = [e for e in entries if e.status in OPEN_STATUSES]
         if opened:
             _settle(g, state, index, sid, tree, opened)
-        check = check_workspace(g.snap, state, index, sid, choice.checkpoint, tree.tree)
+            now = state.entries
+            entries = [now[e.call_id] for e in entries]
+        check = check_workspace(g.snap, state, index, sid, choice.checkpoint, tree.tree,
+                                entries)
         trace.emit(g.store, "recovery", "recovery.verify", session_id=sid,
                    headMoved=check.head_then != check.head_now, changed=len(check.changed),
                    conflicts=[c.record.path for c in check.conflicts])
-        result = _result(g, state, sid, choice, check)
+        result = _result(g, state, sid, choice, check, entries)
         faults.point("resume.before_done")
         trace.emit(g.store, "recovery", "recovery.resume", session_id=sid,
                    duration_ms=(time.perf_counter() - started_clock) * 1000,
@@ -222,8 +227,8 @@ def _resume_checkpoint(g: Guard, state: ledger.LedgerState, index: checkpoints.I
 
 
 def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice,
-            check: WorkspaceCheck) -> ResumeResult:
-    entries = _session_entries(state, session_id)
+            check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
+    """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
     horizon = choice.horizon_seq
     first_seq = state.first_seq
     # One pass over the session's calls (10,000 after a long run) for what every call adds.

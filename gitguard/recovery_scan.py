@@ -260,16 +260,19 @@ def _blob_at(repo: pygit2.Repository, tree: str, path: str) -> str | None:
 
 
 def check_workspace(snap: Snapshotter, state: LedgerState, index: checkpoints.Index,
-                    session_id: str, checkpoint: Checkpoint | None, now_tree: str
-                    ) -> WorkspaceCheck:
+                    session_id: str, checkpoint: Checkpoint | None, now_tree: str,
+                    entries: list[ToolLedgerEntry] | None = None) -> WorkspaceCheck:
     """HEAD then and now, each path changed since the snapshot with its likely owner, and a
-    conflict wherever the content the agent last wrote is no longer there."""
+    conflict wherever the content the agent last wrote is no longer there. `entries`: the
+    session's calls in ledger order when the caller has them already."""
     head, branch = snap.head_info()
     if checkpoint is None:
         return WorkspaceCheck(head, head, branch, branch)
     position = {row.checkpoint_id: i for i, row in enumerate(index.rows)}
     here = position.get(checkpoint.checkpoint_id, len(index.rows))
-    entries = [state.entries[c] for c in state.order if state.entries[c].session_id == session_id]
+    if entries is None:
+        entries = [state.entries[c] for c in state.order
+                   if state.entries[c].session_id == session_id]
     writes = _last_writes(entries)
     # A call still open when the checkpoint was taken may have written anything since. A
     # window closed by a checkpoint `gitguard gc` has pruned closed long before this one.

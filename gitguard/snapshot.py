@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard import clock, durable, faults
+from gitguard import clock, durable, faults, prescan
 from gitguard.gitcmd import run_git
 from gitguard.settings import Settings
 from gitguard.store import Store
@@ -110,7 +110,10 @@ class Snapshotter:
         left out whole; the others are listed file by file in a second, narrower call.
         """
         self._seed_stat_cache()
-        out = self._status("--untracked-files=normal")
+        # `gitguard resume` with no daemon may have started this very status before its
+        # imports (gitguard.prescan): its output, when it still holds for this index.
+        early = prescan.take(self.ws.git_dir, self.ws.root, self.store.stat_index)
+        out = early if early is not None else self._status("--untracked-files=normal")
         changed, skipped, new_dirs = self._parse_status(out)
         # A tracked file that became a directory: `-unormal` shows only the deletion, never
         # the untracked directory in its place, so list that directory explicitly.
