@@ -99,25 +99,31 @@ class Bundles:
         return None
 
 
-def rebundle(directory: Path, wanted: Iterable[str], files: Iterable[str]) -> list[str]:
-    """Under the store lock: one new bundle holding the loose `files` and what the old
-    bundles hold of `wanted`; then the files and the old bundles go. Returns the names
+def rebundle(directory: Path, wanted: Iterable[str], files: Iterable[str],
+             journaled: dict[str, bytes] | None = None,
+             journals: Iterable[Path] = ()) -> list[str]:
+    """Under the store lock: one new bundle holding the loose `files`, the `journaled`
+    artifacts (read from the artifact `journals`) and what the old bundles hold of
+    `wanted`; then the files, the journals and the old bundles go. Returns the names
     of the artifacts now in the bundle."""
     keep = set(wanted)
+    drained = list(journals)
     old = [open_bundle(p) for p in bundles(directory)]
     stored: dict[str, bytes] = {}
     for bundle in old:
         for name in bundle.entries:
             if name in keep and name not in stored:
                 stored[name] = bundle.read(name)
+    stored.update(journaled or {})
     loose = sorted(set(files))
     for name in loose:
         stored[name] = (directory / name).read_bytes()
-    if not loose and len(old) <= 1 and set(stored) == {n for b in old for n in b.entries}:
+    if (not loose and not drained and len(old) <= 1
+            and set(stored) == {n for b in old for n in b.entries}):
         return sorted(stored)          # nothing to move, nothing to drop
     if not stored:
-        for bundle in old:
-            bundle.path.unlink(missing_ok=True)
+        for path in [*drained, *(b.path for b in old)]:
+            path.unlink(missing_ok=True)
         return []
     names = sorted(stored)
     index = durable.canonical_json({"names": names, "lengths": [len(stored[n]) for n in names]})
@@ -130,6 +136,8 @@ def rebundle(directory: Path, wanted: Iterable[str], files: Iterable[str]) -> li
     faults.point("gc.after_artifact_bundle")
     for name in loose:
         (directory / name).unlink(missing_ok=True)
+    for path in drained:
+        path.unlink(missing_ok=True)
     for bundle in old:
         if bundle.path != target:
             bundle.path.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from gitguard.workspace import safe_relpath
 if TYPE_CHECKING:
     from gitguard.api import Guard
 
+PATCH_NAME = "patch_{}.diff"
 SUMMARY_KEYS = ("command", "cmd", "file_path", "path", "notebook_path", "pattern", "url", "query")
 
 
@@ -89,9 +90,9 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                        reason=refused.message)
             raise
         stored_input = durable.canonical_json(redacted_input)
-        # Its directory is fsynced after the pre checkpoint, before the ledger names it.
-        input_ref = g.store.write_artifact(f"input_{call_id}.json", stored_input,
-                                           sync_dir=False)
+        # Appended to the session's artifact journal and fsynced: no file of its own.
+        input_ref = g.store.append_artifacts(session.session_id,
+                                             [(f"input_{call_id}.json", stored_input)])[0]
         planned = ToolLedgerEntry(
             call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
             tool_name=tool, input_hash=digest, status="planned",
@@ -115,7 +116,6 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                 call_id=call_id)
         started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                              "pre_checkpoint_id": pre.checkpoint_id})
-        g.store.sync_artifacts()
         ledger.append_entries(g.store, state, [planned, started])
         trace.emit(g.store, "tool", "tool.start", session_id=session.session_id,
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
@@ -139,17 +139,17 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         ledger.check_transition(entry, status, call_id)
         index = checkpoints.read_index(g.store)
         tree = g.snap.write_tree()
-        # The patch and result artifacts first, their directory fsynced once after the post
-        # checkpoint: nothing names them before the ledger record, and the checkpoint's own
-        # fsyncs carry their new names on the way (a journal commit fewer on ext4).
-        patches, patch_bytes = _file_patches(g, index, entry, tree.tree)
-        result_ref = (g.store.write_artifact(f"result_{call_id}.txt", data, sync_dir=False)
-                      if data is not None else None)
+        # The patch and the result first, in one append to the session's artifact journal
+        # (one fsync): nothing names them before the ledger record.
+        patches, patch = _file_patches(g, index, entry, tree.tree)
+        items = [(PATCH_NAME.format(call_id), patch)] if patches else []
+        if data is not None:
+            items.append((f"result_{call_id}.txt", data))
+        refs = g.store.append_artifacts(entry.session_id, items)
+        result_ref = refs[-1] if data is not None else None
         post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
                                  kind="post", tree=tree, ledger_seq=state.last_seq,
                                  step_id=entry.step_id, call_id=call_id)
-        if patches or result_ref is not None:
-            g.store.sync_artifacts()
         finished = entry.model_copy(update={
             "status": status, "finished_at": clock.stamp(), "result_ref": result_ref,
             "post_checkpoint_id": post.checkpoint_id, "file_patches": patches,
@@ -160,7 +160,7 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
                    duration_ms=(time.perf_counter() - started_clock) * 1000, callId=call_id,
                    status=status, files=len(patches), checkpointId=post.checkpoint_id,
                    toolMs=_elapsed_ms(entry.started_at, entered),
-                   bytes=len(data or b"") + patch_bytes)
+                   bytes=len(data or b"") + len(patch))
         # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar
         # (the daemon checks every few calls itself). The call is recorded by now;
         # housekeeping that fails must not make it look failed.
@@ -181,10 +181,11 @@ def _elapsed_ms(start: str | None, end: str | None) -> float | None:
 
 
 def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
-                  post_tree: str) -> tuple[tuple[FilePatchEntry, ...], int]:
-    """The call's file patches and the size of the patch artifact (never redacted)."""
+                  post_tree: str) -> tuple[tuple[FilePatchEntry, ...], bytes]:
+    """The call's file patches and the patch artifact's bytes (never redacted), which the
+    caller stores as PATCH_NAME."""
     if entry.pre_checkpoint_id is None:
-        return (), 0
+        return (), b""
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
     changes = g.snap.diff(pre_tree, post_tree)
@@ -192,13 +193,13 @@ def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
     users = baselines.left_by_user(g.store, g.snap, index, entry.pre_checkpoint_id)
     changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]
     if not changes:
-        return (), 0
+        return (), b""
     patch = patchtext.render(g.snap.repo, changes)     # in-process: no git diff-tree -p
-    patch_ref = g.store.write_artifact(f"patch_{entry.call_id}.diff", patch, sync_dir=False)
+    patch_ref = f"artifacts/{PATCH_NAME.format(entry.call_id)}"
     created = clock.stamp()
     return tuple(
         FilePatchEntry(path=c.path, before_hash=c.old_oid, after_hash=c.new_oid,
                        patch_ref=patch_ref, tool_call_id=entry.call_id, created_at=created,
                        before_mode=c.old_mode or None, after_mode=c.new_mode or None)
         for c in changes
-    ), len(patch)
+    ), patch

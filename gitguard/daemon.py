@@ -150,7 +150,7 @@ class Daemon:
             except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
                 self.log.exception("request failed")
                 item.done.put((False, f"{type(exc).__name__}: {exc}"))
-            since = engine.unsynced_since
+            since = engine.pending_since()
             if since is not None and time.monotonic() - since >= SYNC_MAX_S:
                 self.idle()     # calls back to back: a batch of rows, fsynced once
             if self.calls_since_pack >= PACK_EVERY:
@@ -166,7 +166,7 @@ class Daemon:
         now = time.monotonic()
         if now < self.backoff_until:
             return self.backoff_until - now
-        if engine.unsynced_since is not None:
+        if engine.pending_since() is not None:
             return SYNC_AFTER_S
         if engine.tracker.outside or engine.rescan_reason:
             return max(0.0, engine.last_event + DEBOUNCE_S - now)

@@ -92,8 +92,8 @@ def _encrypted_and_collected(echo: Echo, root: Path) -> None:
                 call.result = f"edit {i}"
         guard.checkpoint("post", "done", state={"plan": "secret plan"},
                          messages=[{"role": "user", "content": "confidential request"}])
-        raw = (guard.store.artifacts_dir / "result_call_1.txt").read_bytes()
-        echo(f"result_call_1.txt on disk starts {raw[:4]!r} (key id {raw[4:12].hex()}), "
+        raw = guard.store.stored_artifact("artifacts/result_call_1.txt")
+        echo(f"result_call_1.txt as stored starts {raw[:4]!r} (key id {raw[4:12].hex()}), "
              f"plaintext inside: {b'edit 0' in raw}")
         with _env(GITGUARD_KEY=sealing.new_key_text()):
             try:

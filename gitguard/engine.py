@@ -91,6 +91,7 @@ class Engine:
         self.ignored_memo: dict[bytes, bool] = {}
         self.last_event = 0.0
         self.unsynced_since: float | None = None  # attribution rows not fsynced since then
+        self.state_since: float | None = None     # daemon.state behind recorded_tree since
         self.counts: collections.Counter[str] = collections.Counter()
         self.state_path = store.root / "daemon.state"
         if not self.ws.is_git and self.repo.workdir is None:
@@ -349,10 +350,12 @@ class Engine:
             if verdict is not None:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
         self.recorded_tree = current
+        # daemon.state follows in idle time too (`sync_records`): two file creations and
+        # renames per tool call fewer. A daemon killed before then leaves it older, as
+        # with unsynced rows: the next start's scan is checked against the checkpoints.
+        self.state_since = self.state_since or time.monotonic()
         if self.persist(kept, sync=False):
             self.unsynced_since = self.unsynced_since or time.monotonic()
-        if self.unsynced_since is None:
-            self.save_state()
 
     def _reopen_windows(self) -> None:
         for entry in ledger.read(self.store).in_order():
@@ -369,11 +372,16 @@ class Engine:
         daemon.state may say they are recorded. A killed daemon loses no row (they are
         written); a power cut may lose the newest, and then daemon.state is older too, so
         the next start finds their paths again (unknown, or the checkpoints' witness)."""
-        if self.unsynced_since is None:
-            return
-        attrlog.fsync(self.store)
-        self.unsynced_since = None
-        self.save_state()
+        if self.unsynced_since is not None:
+            attrlog.fsync(self.store)
+            self.unsynced_since = None
+        if self.state_since is not None:
+            self.save_state()
+
+    def pending_since(self) -> float | None:
+        """Since when rows or daemon.state have waited for `sync_records`, if they do."""
+        waiting = [t for t in (self.unsynced_since, self.state_since) if t is not None]
+        return min(waiting) if waiting else None
 
     # --- daemon.state -------------------------------------------------------------------
     def _baselines(self) -> list[str]:
@@ -393,6 +401,7 @@ class Engine:
         return found
 
     def save_state(self) -> None:
+        self.state_since = None
         if self.recorded_tree is None:
             return
         # Not fsynced: it only has to survive the daemon being killed, not a power cut.

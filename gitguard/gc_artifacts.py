@@ -1,5 +1,6 @@
 """What `gitguard gc` does with artifacts: which ones store records name, which are crash
-leftovers to remove, and moving the ledger's into one bundle (gitguard.artifact_bundle)."""
+leftovers to remove, and moving the ledger's (files and the calls' journals,
+gitguard.artifact_journal) into one bundle (gitguard.artifact_bundle)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from gitguard import artifact_bundle, ledger_segment
+from gitguard import artifact_bundle, artifact_journal, durable, ledger_segment
 from gitguard.models import ToolLedgerEntry
 from gitguard.store import Store
 
@@ -48,7 +49,8 @@ def unreferenced(store: Store, names: set[str]) -> list[str]:
     limit = time.time() - ARTIFACT_GRACE.total_seconds()
     return sorted(p.name for p in store.artifacts_dir.iterdir()
                   if p.is_file() and p.name not in names and p.stat().st_mtime < limit
-                  and not artifact_bundle.is_bundle(p.name))
+                  and not artifact_bundle.is_bundle(p.name)
+                  and not artifact_journal.is_journal(p.name))
 
 
 def ledger_named(entries: list[ToolLedgerEntry]) -> set[str]:
@@ -72,4 +74,14 @@ def bundle(store: Store, names: set[str], entries: list[ToolLedgerEntry],
     movable = (ledger_named(entries) & names) - shown
     loose = [n for n in movable if (store.artifacts_dir / n).is_file()
              and not artifact_bundle.is_bundle(n)]
-    return len(artifact_bundle.rebundle(store.artifacts_dir, names, loose))
+    # The calls' artifact journals go whole: what a record names moves into the bundle,
+    # a conflict's patch into a file of its own; the rest is what a killed call appended
+    # before its ledger record (gc holds the store lock: no call is halfway).
+    journals = artifact_journal.journals(store.artifacts_dir)
+    journaled = {name: data for path in journals
+                 for name, data in artifact_journal.read(path).items()
+                 if name in names and not (store.artifacts_dir / name).is_file()}
+    for name in shown & set(journaled):
+        durable.atomic_write(store.artifacts_dir / name, journaled.pop(name))
+    return len(artifact_bundle.rebundle(store.artifacts_dir, names, loose, journaled,
+                                        journals))

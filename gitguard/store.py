@@ -15,6 +15,7 @@ from gitguard.workspace import Workspace, ensure_object_store
 
 if TYPE_CHECKING:
     from gitguard.artifact_bundle import Bundles
+    from gitguard.artifact_journal import Journals
     from gitguard.privacy import Privacy
     from gitguard.settings import Settings
 
@@ -139,6 +140,27 @@ class Store:
         """The artifacts directory's entries durable: one fsync for several artifacts."""
         durable.fsync_dir(self.artifacts_dir)
 
+    def append_artifacts(self, session_id: str, items: list[tuple[str, bytes]]) -> list[str]:
+        """A call's artifacts appended to its session's journal, fsynced once
+        (gitguard.artifact_journal): no file each. Sealed as `write_artifact` seals."""
+        from gitguard import artifact_journal
+
+        durable.ensure_dir(self.artifacts_dir)
+        journal = artifact_journal.path_for(self.artifacts_dir, session_id)
+        self._repair(journal)
+        artifact_journal.append(journal, [(name, self.privacy.seal(data, f"artifact:{name}"))
+                                          for name, data in items])
+        after = durable.stat_key(journal)   # ends on a whole line: ours
+        if after is not None:
+            self._clean[journal] = after
+        return [f"artifacts/{name}" for name, _ in items]
+
+    @cached_property
+    def _journals(self) -> Journals:
+        from gitguard.artifact_journal import Journals
+
+        return Journals(self.artifacts_dir)
+
     @cached_property
     def _bundles(self) -> Bundles:
         from gitguard.artifact_bundle import Bundles
@@ -154,7 +176,8 @@ class Store:
     def has_artifact(self, ref: str) -> bool:
         """`artifacts/NAME` resolves: its own file, or a bundle gc moved it into."""
         name = self._artifact_name(ref)
-        return (self.artifacts_dir / name).is_file() or self._bundles.find(name) is not None
+        return ((self.artifacts_dir / name).is_file() or self._journals.find(name) is not None
+                or self._bundles.find(name) is not None)
 
     def _bundled(self, ref: str, name: str) -> bytes:
         bundle = self._bundles.find(name)
@@ -163,13 +186,20 @@ class Store:
                              "run `gitguard verify`; `gitguard gc` never removes one in use")
         return bundle.read(name)
 
+    def stored_artifact(self, ref: str) -> bytes:
+        """The bytes of `artifacts/NAME` as stored (sealed when encryption is on)."""
+        name = self._artifact_name(ref)
+        try:
+            return (self.artifacts_dir / name).read_bytes()
+        except FileNotFoundError:
+            pass
+        # A call's journal (gitguard.artifact_journal), else the bundle gc moved it into;
+        # gc removes a file or a journal only after the bundle holding it is durable, so
+        # looking in this order never misses it.
+        journaled = self._journals.find(name)
+        return journaled if journaled is not None else self._bundled(ref, name)
+
     def read_artifact(self, ref: str) -> bytes:
         """The plaintext of `artifacts/NAME` (opened with the key when it was sealed)."""
         name = self._artifact_name(ref)
-        try:
-            data = (self.artifacts_dir / name).read_bytes()
-        except FileNotFoundError:
-            # gc bundled it (gitguard.artifact_bundle); the file goes only after the bundle
-            # holding it is durable, so looking second never misses it.
-            data = self._bundled(ref, name)
-        return self.privacy.open(data, f"artifact:{name}")
+        return self.privacy.open(self.stored_artifact(ref), f"artifact:{name}")

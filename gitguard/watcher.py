@@ -19,8 +19,8 @@ of 158 us through the observer's three hand-offs (10,000 writes, 2 cores).
 Ordering is what makes the daemon exact. Every write a client made before it
 sent a request has already queued its inotify event in the kernel, and one
 recursive watch delivers events in kernel order through one FIFO. So before a
-snapshot the worker plants a *barrier*: it creates a uniquely named file in the
-store (inside the workspace, so watched), or, in a linked worktree whose store
+snapshot the worker plants a *barrier*: it renames the store's one barrier file to a
+new unique name (inside the workspace, so watched), or, in a linked worktree whose store
 lies outside the workspace, sets a unique access time on the `.git` file; when
 that event comes out of the queue, every earlier change has come out before it.
 An overflow comes out in order too; the worker then rescans.
@@ -29,6 +29,7 @@ An overflow comes out in order too; the worker then rescans.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import queue
@@ -104,18 +105,51 @@ class Barriers:
         # The one directory watched inside `.git` or the store: nothing else is written there.
         self.dir = store / "barrier"
         self.file_prefix = os.fsencode(self.dir / BARRIER_PREFIX)
+        self.current: Path | None = None    # the one barrier file, named by the last token
 
     def plant(self, token: int) -> None:
         if self.in_tree:
-            path = self.dir / f"{BARRIER_PREFIX}{token}"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.close(fd)
-            os.unlink(path)
+            self._rename_to(self.dir / f"{BARRIER_PREFIX}{token}")
             return
         # A linked worktree: the store is outside the watch. The access time of the
         # `.git` file carries the token (ns, in the future so relatime never moves it).
         mtime = os.stat(self.gitfile).st_mtime_ns
         os.utime(self.gitfile, ns=(_atime_for(token), mtime), follow_symlinks=False)
+
+    def _rename_to(self, target: Path) -> None:
+        """One file renamed to each new token's name: the moved-to event carries the token
+        in its name, as a created file's would, but no inode is made and none removed
+        (two per tool call before: create then unlink, each a directory update)."""
+        if self.current is None:
+            self.current = self._leftover()
+        if self.current == target:
+            os.utime(target)                # an attrib event of the same name
+            return
+        if self.current is not None:
+            try:
+                os.rename(self.current, target)
+                self.current = target
+                return
+            except FileNotFoundError:
+                pass                        # removed behind our back: make another
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        self.current = target
+
+    def _leftover(self) -> Path | None:
+        """A barrier file an earlier daemon left (killed, it could not remove it)."""
+        try:
+            names = sorted(n for n in os.listdir(self.dir) if n.startswith(BARRIER_PREFIX))
+        except FileNotFoundError:
+            return None
+        return self.dir / names[0] if names else None
+
+    def remove(self) -> None:
+        """At stop: leave no barrier file behind."""
+        if self.current is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.current)
+            self.current = None
 
     def token_of(self, path: bytes, directory: bool) -> int | None:
         if self.in_tree:
@@ -182,6 +216,7 @@ class WatchdogSource:
             self._fd.stop()
             self._fd.join(timeout=10)
             self._fd = None
+        self.barriers.remove()
 
     def plant_barrier(self, token: int) -> None:
         self.barriers.plant(token)
@@ -196,7 +231,7 @@ class WatchdogSource:
         """Runs on watchdog's reader thread, in kernel order: classify, filter, enqueue."""
         now = time.time()
         directory = bool(event.is_directory)
-        if event.is_create or event.is_attrib or event.is_close_write:
+        if event.is_create or event.is_attrib or event.is_close_write or event.is_moved_to:
             token = self.barriers.token_of(path, directory)
             if token is not None:
                 self.sink.put(Raw("barrier", token=token, at=now))

@@ -487,3 +487,21 @@ def test_a_requests_environment_is_swapped_in_and_out_exactly(monkeypatch: pytes
     assert os.getenv("GG_DROPPED") is None and os.getenv("GG_ADDED") == "new"
     set_environ(saved)
     assert dict(os.environ) == saved
+
+
+def test_client_context_restores_the_environment_byte_for_byte(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The request's environment (a non-UTF-8 value too) in, the daemon's own back out,
+    compared as bytes against a clear-and-fill."""
+    from gitguard.requestenv import client_context
+
+    monkeypatch.setenv("GG_DROPPED", "x")
+    odd = os.fsdecode(b"caf\xe9")
+    before = dict(os.environb)
+    wanted = {**dict(os.environ), "GG_ODD": odd, "GG_CHANGED": "after"}
+    del wanted["GG_DROPPED"]
+    with client_context(str(tmp_path), wanted, b""):
+        assert dict(os.environ) == wanted
+        assert os.environb[b"GG_ODD"] == b"caf\xe9"
+        os.environ["GG_SET_BY_THE_REQUEST"] = "gone after"
+    assert dict(os.environb) == before

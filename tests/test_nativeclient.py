@@ -115,7 +115,7 @@ def test_without_a_daemon_it_runs_the_python_entry_with_the_same_stdin(repo: Pat
     assert begun.returncode == 0, begun.stderr
     assert b"import time:" in begun.stderr, "the Python entry ran"
     entry = json.loads(begun.stdout)
-    stored = (store_of(repo) / entry["inputRef"]).read_bytes()
+    stored = Store(discover(repo)).read_artifact(entry["inputRef"])     # the call's journal
     assert json.loads(stored) == json.loads(tool_input), "stdin reached the fallback whole"
     other = _run([str(native), "-C", str(repo), "ledger", "--json"], repo)
     assert other.returncode == 0 and json.loads(other.stdout)[0]["callId"] == entry["callId"]

@@ -16,6 +16,7 @@ from storage_helpers import GC_ENV, calls
 from conftest import gg
 from gitguard import (
     artifact_bundle,
+    artifact_journal,
     checkpoints,
     dirshrink,
     durable,
@@ -142,14 +143,17 @@ def test_a_crash_after_the_bundle_leaves_files_and_bundle_both_readable(repo: Pa
     stored = artifacts_of(guard)
     copies = Path(str(store.artifacts_dir) + ".copy")
     shutil.copytree(store.artifacts_dir, copies)
-    names = [p.name for p in copies.iterdir()]
+    journals = artifact_journal.journals(store.artifacts_dir)
+    journaled = {n: d for path in journals for n, d in artifact_journal.read(path).items()}
+    names = sorted(journaled)
     with store.writing():
-        artifact_bundle.rebundle(store.artifacts_dir, names, names)
-    for path in copies.iterdir():                # the files come back: killed before unlink
+        artifact_bundle.rebundle(store.artifacts_dir, names, [], journaled, journals)
+    assert [p.name for p in store.artifacts_dir.iterdir() if p.name.startswith("journal")] == []
+    for path in copies.iterdir():                # the journal comes back: killed before unlink
         shutil.copy2(path, store.artifacts_dir / path.name)
     assert artifacts_of(Guard.open(repo)) == stored
     with store.writing():                        # the next gc finishes the move
-        artifact_bundle.rebundle(store.artifacts_dir, names, names)
+        artifact_bundle.rebundle(store.artifacts_dir, names, [], journaled, journals)
     assert len(list(store.artifacts_dir.iterdir())) == 1
     assert artifacts_of(Guard.open(repo)) == stored
     # What nothing names any more leaves the bundle at the next rewrite.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gg, git
-from gitguard import durable, gc, packing, retention, verify
+from gitguard import artifact_journal, durable, gc, packing, retention, verify
 from gitguard.api import Guard
 from gitguard.models import CheckpointIndexRow
 from gitguard.settings import Retention
@@ -141,10 +141,11 @@ def test_gc_removes_orphan_artifacts_and_old_trace_events(repo: Path) -> None:
     fresh_orphan = store / "artifacts" / "result_call_98.txt"
     fresh_orphan.write_bytes(b"being written by a process that has not indexed it yet")
     os.chmod(fresh_orphan, 0o600)
-    referenced = {p.name: p.read_bytes() for p in (store / "artifacts").iterdir()
-                  if p not in (old_orphan, fresh_orphan)}
-    for name in referenced:
-        os.utime(store / "artifacts" / name, (hour_ago, hour_ago))
+    # The calls' artifacts are in their session's journal, with what a call killed
+    # between its append and its ledger record left there: nothing names that.
+    (journal,) = artifact_journal.journals(store / "artifacts")
+    referenced = artifact_journal.read(journal)
+    artifact_journal.append(journal, [("input_call_97.json", b"{}")])
     stale = {"at": "2020-01-01T00:00:00.000Z", "type": "tool", "name": "tool.start",
              "sessionId": "s0", "durationMs": 1.0, "data": {}, "schemaVersion": 1}
     durable.append_jsonl(store / "trace.jsonl", [stale])
@@ -152,13 +153,14 @@ def test_gc_removes_orphan_artifacts_and_old_trace_events(repo: Path) -> None:
     assert done["artifactsRemoved"] == ["input_call_99.json"]
     assert done["artifactsBundled"] == len(referenced) == 6
     assert done["traceEventsDropped"] == 1
-    assert not old_orphan.exists() and fresh_orphan.exists()
+    assert not old_orphan.exists() and fresh_orphan.exists() and not journal.exists()
     # The ledger's artifacts moved into one bundle, and read back byte for byte.
     left = sorted(p.name for p in (store / "artifacts").iterdir())
     assert left[1:] == [fresh_orphan.name] and left[0].startswith("bundle-")
     guard = Guard.open(repo)
     for name, data in referenced.items():
         assert guard.store.read_artifact(f"artifacts/{name}") == data
+    assert not guard.store.has_artifact("artifacts/input_call_97.json")
     assert verify.problems(guard.store, guard.snap) == []
     events = json.loads(gg(repo, "trace", "--json").stdout)
     assert events[0]["at"] > "2020-01-01" and events[-1]["name"] == "gc.run"

@@ -187,15 +187,17 @@ def test_encrypted_store_refuses_without_or_with_a_wrong_key(repo: Path,
 def test_a_tampered_envelope_is_reported_not_decrypted(repo: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     guard, _ = encrypted_repo(repo, monkeypatch)
+    # The call's artifacts are in the session's journal; a file of the same name is read
+    # first (stores written before the journals hold files only).
     path = repo / ".git" / "gitguard" / "artifacts" / "result_call_1.txt"
-    data = bytearray(path.read_bytes())
+    data = bytearray(guard.store.stored_artifact("artifacts/result_call_1.txt"))
     data[-1] ^= 1
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptRecord, match="cannot be decrypted"):
         Guard.open(repo).store.read_artifact("artifacts/result_call_1.txt")
     # A sealed file moved under another name does not open either.
     other = path.with_name("result_call_9.txt")
-    other.write_bytes((path.parent / "input_call_1.json").read_bytes())
+    other.write_bytes(guard.store.stored_artifact("artifacts/input_call_1.json"))
     with pytest.raises(CorruptRecord):
         guard.store.read_artifact("artifacts/result_call_9.txt")
 

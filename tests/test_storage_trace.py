@@ -119,3 +119,24 @@ def test_plain_directory_store_is_private(tmp_path: Path) -> None:
     objects = work / ".agent-runtime" / "objects.git"
     assert stat.S_IMODE(objects.stat().st_mode) == 0o700
     gg(work, "verify")
+
+
+def test_a_trace_event_built_directly_equals_the_models_dump() -> None:
+    """`trace.event_json` skips the model for plain scalar data: the same JSON either way,
+    and anything else still goes through the model."""
+    from gitguard import durable, trace
+    from gitguard.models import TraceEvent
+
+    cases: list[tuple[float | None, dict[str, object]]] = [
+        (12.34567, {"callId": "call_1", "files": 2, "ok": True, "toolMs": 3.25, "none": None}),
+        (None, {}),
+        (1.0, {"paths": ["a", "b"], "where": Path("x/y")}),
+        (float("nan"), {"n": float("inf")}),
+    ]
+    for duration, data in cases:
+        fast = trace.event_json("tool", "tool.end", session_id="s1", duration_ms=duration,
+                                data=dict(data))
+        slow = TraceEvent(at=fast["at"], type="tool", name="tool.end", session_id="s1",
+                          duration_ms=None if duration is None else round(duration, 3),
+                          data=dict(data)).to_json()
+        assert durable.canonical_json(fast) == durable.canonical_json(slow)   # NaN != NaN

@@ -90,3 +90,27 @@ def test_in_process_diffs_equal_git_diff_tree(repo: Path) -> None:
     assert diff_trees(guard.snap.repo, second, first) == guard.snap.diff(second, first)
     assert subprocess.run(["git", "cat-file", "-t", second], cwd=repo, capture_output=True,
                           text=True).stdout.strip() == "tree"
+
+
+def test_barriers_rename_one_file_and_reuse_a_leftover(repo: Path) -> None:
+    """Each barrier renames the one barrier file (no file made or removed per barrier);
+    a file a killed daemon left is taken over, and stop removes it."""
+    store = repo / ".git" / "gitguard"
+    (store / "barrier").mkdir(parents=True)
+    leftover = store / "barrier" / ".gg-barrier-1"
+    leftover.write_bytes(b"")
+    inode = leftover.stat().st_ino
+    sink: queue.SimpleQueue[Raw] = queue.SimpleQueue()
+    source = WatchdogSource(repo, store, sink)
+    source.start()
+    try:
+        for token in (1, 2, 3):     # 1 is the leftover's own name: an attrib event
+            (repo / "new.txt").write_text(str(token))
+            seen = until_barrier(sink, source, token)
+            assert b"new.txt" in {r.path for r in seen}
+            files = os.listdir(store / "barrier")
+            assert files == [f".gg-barrier-{token}"], files
+            assert (store / "barrier" / files[0]).stat().st_ino == inode
+    finally:
+        source.stop()
+    assert os.listdir(store / "barrier") == []

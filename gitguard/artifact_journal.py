@@ -1,0 +1,168 @@
+"""Artifact journals: a tool call's small artifacts appended to one file per session.
+
+Each `call begin` wrote its input, and each `call end` its patch and result, as files of
+their own: a file created, fsynced and renamed, and the directory fsynced, three times
+per call. Now the call path appends them to `artifacts/journal-<session>.log` and
+fsyncs that once per command (the directory only when the journal is new).
+
+One line per artifact, so a torn append is repaired like any journal of the store
+(`durable.repair_torn_tail`, under the store lock, before the next append):
+
+    <name, percent-encoded> <sha256[:16] of what follows the second space> <payload>\\n
+
+where the payload is `t` + a JSON string (ASCII) when the stored bytes are UTF-8 text,
+else `b` + base64. The stored bytes are what `write_artifact` would have put in the file
+(sealed when encryption is on), so `Store.read_artifact` returns the same plaintext.
+Refs do not change (`artifacts/NAME`): `Store` looks for the file, then the journals,
+then gc's bundles. gc moves what the journals hold into its bundle and removes them
+(gitguard.gc_artifacts); names are unique per store, so the lookup needs no session.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from gitguard import durable
+
+PREFIX, SUFFIX = "journal-", ".log"
+_SUM_LEN = 16
+
+
+def is_journal(name: str) -> bool:
+    return name.startswith(PREFIX) and name.endswith(SUFFIX)
+
+
+def journals(directory: Path) -> list[Path]:
+    try:
+        return sorted(directory / n for n in os.listdir(directory) if is_journal(n))
+    except FileNotFoundError:
+        return []
+
+
+def path_for(directory: Path, session_id: str) -> Path:
+    # Session ids are ref-safe (letters, digits, '_', '-', '.'): quoted all the same.
+    return directory / f"{PREFIX}{quote(session_id, safe='')}{SUFFIX}"
+
+
+def encode(name: str, stored: bytes) -> bytes:
+    try:
+        text = stored.decode()
+        body = b"t" + json.dumps(text, ensure_ascii=True).encode()
+    except UnicodeDecodeError:
+        body = b"b" + base64.b64encode(stored)
+    rest = quote(name, safe="").encode() + b" "
+    digest = hashlib.sha256(body).hexdigest()[:_SUM_LEN].encode()
+    return rest + digest + b" " + body + b"\n"
+
+
+def decode(line: bytes) -> tuple[str, bytes] | None:
+    """(name, stored bytes) of a whole line, or None when it does not check out."""
+    parts = line.rstrip(b"\n").split(b" ", 2)
+    if len(parts) != 3:
+        return None
+    quoted, digest, body = parts
+    if hashlib.sha256(body).hexdigest()[:_SUM_LEN].encode() != digest:
+        return None
+    try:
+        if body[:1] == b"t":
+            stored = json.loads(body[1:]).encode()
+        elif body[:1] == b"b":
+            stored = base64.b64decode(body[1:], validate=True)
+        else:
+            return None
+    except ValueError:
+        return None
+    return unquote(quoted.decode("ascii", errors="replace")), stored
+
+
+def append(path: Path, items: Iterable[tuple[str, bytes]]) -> None:
+    """Append (name, stored bytes) lines and fsync; the directory too when the journal is
+    new. Under the store lock, after the torn-tail repair (`Store.append_artifacts`)."""
+    payload = b"".join(encode(name, stored) for name, stored in items)
+    if not payload:
+        return
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, durable.FILE_MODE)
+    try:
+        view = memoryview(payload)
+        while view:                     # a short write (a full disk) is not a silent one
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        durable.fsync_dir(path.parent)
+
+
+def read(path: Path) -> dict[str, bytes]:
+    """Every whole, checked line of a journal: name -> stored bytes (the last wins)."""
+    found: dict[str, bytes] = {}
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return found
+    for line in raw.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break                       # a torn tail: never named by a record
+        record = decode(line)
+        if record is not None:
+            found[record[0]] = record[1]
+    return found
+
+
+class Journals:
+    """Where each journaled artifact is, per journal: name -> (offset, length) of its
+    line. Read once per journal and then only what was appended since."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._seen: dict[Path, tuple[int, int, dict[str, tuple[int, int]]]] = {}
+
+    def find(self, name: str) -> bytes | None:
+        quoted = quote(name, safe="").encode() + b" "
+        for path in journals(self.directory):
+            try:
+                spot = self._index(path, quoted)
+                if spot is None:
+                    continue
+                with open(path, "rb") as fh:
+                    fh.seek(spot[0])
+                    record = decode(fh.read(spot[1]))
+            except FileNotFoundError:
+                continue                # gc bundled it just now: the bundle has it
+            if record is not None and record[0] == name:
+                return record[1]
+        return None
+
+    def _index(self, path: Path, quoted: bytes) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._seen.pop(path, None)
+            raise
+        inode, done, spots = self._seen.get(path, (st.st_ino, 0, {}))
+        if inode != st.st_ino or st.st_size < done:
+            done, spots = 0, {}         # rewritten or cut (a torn tail repaired)
+        if st.st_size > done:
+            with open(path, "rb") as fh:
+                fh.seek(done)
+                tail = fh.read(st.st_size - done)
+            at = 0
+            while True:
+                end = tail.find(b"\n", at)
+                if end < 0:
+                    break
+                space = tail.find(b" ", at, end)
+                if space > at:
+                    key = tail[at:space + 1].decode("ascii", errors="replace")
+                    spots[key] = (done + at, end + 1 - at)
+                at = end + 1
+            done += at
+        self._seen[path] = (st.st_ino, done, spots)
+        return spots.get(quoted.decode("ascii", errors="replace"))
