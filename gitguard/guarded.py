@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,13 @@ from gitguard import (
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
-from gitguard.models import Checkpoint, CheckpointIndexRow, FilePatchEntry, ToolLedgerEntry
+from gitguard.models import (
+    Checkpoint,
+    CheckpointIndexRow,
+    FilePatchEntry,
+    RecoveryAction,
+    ToolLedgerEntry,
+)
 from gitguard.snapshot import TreeResult
 
 if TYPE_CHECKING:
@@ -75,7 +81,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
           id_prefix: str, summary: str, tool_input: dict[str, Any], steps: Sequence[Step],
           now: Mapping[str, FileState | None], index: checkpoints.Index | None = None,
           base: Checkpoint | None = None,
-          seen: Mapping[str, fileops.Seen] | None = None) -> Applied:
+          seen: Mapping[str, fileops.Seen] | None = None,
+          action: Callable[[Applied], tuple[RecoveryAction, dict[str, Any]]] | None = None
+          ) -> Applied:
     """Safety checkpoint, started entry, writes, post checkpoint, finished entry. Under lock.
 
     `now` holds the current state of every path involved, blobs already stored, so the
@@ -83,6 +91,8 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     caller read it under the same lock (read here otherwise). `base`: the checkpoint the
     steps put paths back to (a rollback's target), whose tree the post tree may equal.
     `seen`: the bytes the plan read per path, reused by the last check (see _write_all).
+    `action`: the recovery action to record for what was applied; it goes into the same
+    durable append as the finished entry (one fsync, not two).
     """
     index = index if index is not None else checkpoints.read_index(g.store)
     latest = index.latest()
@@ -145,8 +155,11 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         "post_checkpoint_id": post.checkpoint_id,
         "note": f"{len(raced)} path(s) changed during the write and were left" if raced else None,
     })
-    ledger.append_entries(g.store, state, [finished])
-    return Applied(safety, finished, tuple(done), tuple(raced))
+    applied = Applied(safety, finished, tuple(done), tuple(raced))
+    recorded = action(applied) if action is not None else None
+    ledger.append_entries(g.store, state, [finished],
+                          actions=[(recorded[0], session_id, recorded[1])] if recorded else ())
+    return applied
 
 
 def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,

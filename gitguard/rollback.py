@@ -34,7 +34,13 @@ from gitguard import (
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
-from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
+from gitguard.models import (
+    Attribution,
+    Checkpoint,
+    CheckpointConflict,
+    RecoveryAction,
+    RollbackFiles,
+)
 from gitguard.timeline import UNKNOWN, PathHistory
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
 
@@ -59,6 +65,7 @@ class Result:
     dry_run: bool
     applied: Applied | None = None
     conflicts: list[CheckpointConflict] = field(default_factory=list)
+    stored: list[CheckpointConflict] = field(default_factory=list)   # conflicts.json after
 
     @property
     def restored(self) -> list[str]:
@@ -292,36 +299,44 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
             return result
         sweep_interrupted(g, facts.state)
 
-        result.applied = apply(
-            g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
-            id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
-            tool_input={"to": checkpoint_id}, steps=plan.steps,
-            now={p: o.state for p, o in facts.observed.items()}, index=index,
-            base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen})
-        for step, found in result.applied.raced:
-            actual = found if isinstance(found, FileState) else None
-            result.conflicts.append(conflict_for(
-                facts.items[step.path], target,
-                "it changed while the rollback was writing; it was left as it is", actual))
-        _record(g, result, facts.state, time.perf_counter() - started_clock)
+        def recorded(applied: Applied) -> tuple[RecoveryAction, dict[str, Any]]:
+            """The action for apply's last ledger append, which carries it with the finished
+            entry; the conflicts it names are stored first, as before."""
+            result.applied = applied
+            for step, found in applied.raced:
+                actual = found if isinstance(found, FileState) else None
+                result.conflicts.append(conflict_for(
+                    facts.items[step.path], target,
+                    "it changed while the rollback was writing; it was left as it is", actual))
+            result.stored = conflicts.record(g.store, result.conflicts)
+            return RollbackFiles(checkpoint_id=target.checkpoint_id), _detail(result)
+
+        apply(g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
+              id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
+              tool_input={"to": checkpoint_id}, steps=plan.steps,
+              now={p: o.state for p, o in facts.observed.items()}, index=index,
+              base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
+              action=recorded)
+        _trace(g, result, time.perf_counter() - started_clock)
         return result
 
 
-def _record(g: Guard, result: Result, state: ledger.LedgerState, seconds: float) -> None:
+def _detail(result: Result) -> dict[str, Any]:
     assert result.applied is not None
+    return {"safetyCheckpointId": result.applied.safety.checkpoint_id,
+            "entryId": result.applied.entry.call_id, "restored": result.restored,
+            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+
+
+def _trace(g: Guard, result: Result, seconds: float) -> None:
     target = result.plan.checkpoint
-    stored = conflicts.record(g.store, result.conflicts)
-    detail = {"safetyCheckpointId": result.applied.safety.checkpoint_id,
-              "entryId": result.applied.entry.call_id, "restored": result.restored,
-              "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
-    ledger.append_action(g.store, state, RollbackFiles(checkpoint_id=target.checkpoint_id),
-                         target.session_id, detail)
+    detail = _detail(result)
     trace.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
                duration_ms=seconds * 1000, checkpointId=target.checkpoint_id, **detail)
     if result.conflicts:
         trace.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
                    paths=[c.path for c in result.conflicts],
-                   pending=sum(1 for c in stored if c.resolution == "pending"))
+                   pending=sum(1 for c in result.stored if c.resolution == "pending"))
 
 
 def _parents(path: str) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitguard import fileops, rollback
+from gitguard import durable, fileops, ledger, rollback
 from gitguard.api import Guard
 from gitguard.fileops import REGULAR, FileState
 from gitguard.rollback import rollback_files
@@ -140,3 +140,34 @@ def test_observing_paths_whose_parents_were_checked_equals_walking_them(tmp_path
     repo = pygit2.Repository(str(_repo(tmp_path)))
     assert (fileops.observe_many(repo, root, rels, False, walked=walked)
             == fileops.observe_many(repo, root, rels, False))
+
+
+def test_the_finished_entry_and_the_action_are_one_append_read_back_alike(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rollback's finished entry and its RecoveryAction go into one durable append; a
+    fresh read of the ledger holds both, in that order, as the in-memory state does."""
+    guard = Guard.init(repo)
+    try:
+        target = guard.checkpoint(kind="manual", step_id="before").checkpoint_id
+        with guard.tool_call("write_files", {"n": 1}):
+            (repo / "README.md").write_bytes(b"agent\n")
+        appends: list[int] = []
+        append = durable.append_jsonl
+
+        def counted(path: Path, records: list[dict[str, Any]]) -> None:
+            if path == guard.store.ledger_path:
+                appends.append(len(records))
+            append(path, records)
+
+        monkeypatch.setattr(durable, "append_jsonl", counted)
+        result = rollback_files(guard, target)
+        state = ledger.read(guard.store)
+    finally:
+        guard.close()
+    assert result.applied is not None and result.restored == ["README.md"]
+    assert appends == [2, 2]       # planned + started; finished + the action
+    action = state.actions[-1]
+    assert action.action.type == "rollback_files" and action.seq == state.last_seq
+    assert action.detail is not None and action.detail["entryId"] == result.applied.entry.call_id
+    assert state.entries[result.applied.entry.call_id].status == "succeeded"
+    assert state.first_seq[result.applied.entry.call_id] == action.seq - 3   # planned
