@@ -15,7 +15,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +53,37 @@ class FileState:
         return f"{kind} {self.oid[:12]}"
 
 
+StatKey = tuple[int, int, int, int, int, int]   # dev, inode, mode, size, mtime, ctime (ns)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A file-system timestamp taken before a batch of reads, on device `dev`.
+
+    The racy-timestamp rule (git's, for its index): a file read after the fence whose
+    ctime and mtime are both strictly older than the fence cannot change afterwards
+    without its ctime moving to the fence or later (the kernel stamps every write, chmod,
+    rename or utime with its clock, at the file system's granularity, whatever that is:
+    the fence comes from the same clock and granularity). So a later lstat with the same
+    key proves the bytes read are still there. A file stamped at or after the fence (it
+    changed in the fence's clock tick, or a clock set back) proves nothing: it is read
+    again. Only a clock set back between the read and the check, as for git, defeats it.
+    """
+
+    dev: int
+    ns: int
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A regular file's bytes as read, with the lstat taken just before the read, valid
+    only when that lstat was older than a fence (see Fence)."""
+
+    key: StatKey
+    state: FileState
+    data: bytes
+
+
 @dataclass(frozen=True)
 class Observed:
     """A path in the working tree now. `state` is None when git would see no blob there."""
@@ -61,6 +92,28 @@ class Observed:
     kind: Kind
     state: FileState | None
     blocker: str | None = None   # for "beyond": the parent that is a symlink or a file
+    seen: Seen | None = None     # the bytes read, reusable for the last check (fence rule)
+
+
+def stat_key(info: os.stat_result) -> StatKey:
+    return (info.st_dev, info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns,
+            info.st_ctime_ns)
+
+
+def fence(stamp_file: Path) -> Fence | None:
+    """Stamp `stamp_file` (one gitguard owns, on the store's file system) with the file
+    system's clock and read the stamp back; None when it cannot be stamped."""
+    try:
+        os.utime(stamp_file)
+        info = os.stat(stamp_file)
+    except OSError:
+        return None
+    return Fence(info.st_dev, info.st_mtime_ns)
+
+
+def _older(info: os.stat_result, before: Fence | None) -> bool:
+    return (before is not None and info.st_dev == before.dev
+            and info.st_ctime_ns < before.ns and info.st_mtime_ns < before.ns)
 
 
 def git_mode(st_mode: int) -> int:
@@ -90,15 +143,20 @@ def observe(repo: pygit2.Repository, root: Path, rel: str, store_blobs: bool) ->
 
 
 def observe_many(repo: pygit2.Repository, root: Path, rels: Iterable[str],
-                 store_blobs: bool) -> dict[str, Observed]:
+                 store_blobs: bool, before: Fence | None = None,
+                 walked: Container[str] = ()) -> dict[str, Observed]:
     """`observe` for many paths: the file-system reads overlap in a few threads (they release
-    the GIL; hashing and storing stay in this thread, which owns the repository)."""
+    the GIL; hashing and storing stay in this thread, which owns the repository).
+
+    `before`: a fence taken before these reads; a regular file stamped before it keeps
+    its bytes in `Observed.seen` for `last_check`. `walked`: paths whose parents the caller
+    has just found to be real directories (not walked again)."""
     paths = list(rels)
     if len(paths) < PARALLEL_FROM:
-        looks = [_look(root, p) for p in paths]
+        looks = [_look(root, p, before, p in walked) for p in paths]
     else:
         with ThreadPoolExecutor(THREADS, thread_name_prefix="gitguard-read") as pool:
-            looks = list(pool.map(lambda p: _look(root, p), paths))
+            looks = list(pool.map(lambda p: _look(root, p, before, p in walked), paths))
     return {look.path: _settle(repo, root, look, store_blobs) for look in looks}
 
 
@@ -111,10 +169,11 @@ class _Look:
     mode: int = 0
     data: bytes | None = None      # a link's target, a file's bytes (None: too large to hold)
     blocker: str | None = None
+    key: StatKey | None = None     # the lstat before the read, when older than the fence
 
 
-def _look(root: Path, rel: str) -> _Look:
-    blocker = blocking_parent(root, rel)
+def _look(root: Path, rel: str, before: Fence | None = None, walked: bool = False) -> _Look:
+    blocker = None if walked else blocking_parent(root, rel)
     if blocker is not None:
         return _Look(rel, "beyond", blocker=blocker)
     full = os.path.join(root, rel)
@@ -129,7 +188,8 @@ def _look(root: Path, rel: str) -> _Look:
     if not stat.S_ISREG(info.st_mode):
         return _Look(rel, "special")
     data = _read_whole(full, info.st_size) if info.st_size <= KEEP_BYTES else None
-    return _Look(rel, "file", git_mode(info.st_mode), data)
+    key = stat_key(info) if data is not None and _older(info, before) else None
+    return _Look(rel, "file", git_mode(info.st_mode), data, key=key)
 
 
 def _settle(repo: pygit2.Repository, root: Path, look: _Look, store_blobs: bool) -> Observed:
@@ -146,7 +206,10 @@ def _settle(repo: pygit2.Repository, root: Path, look: _Look, store_blobs: bool)
         oid = pygit2.hash(look.data)
         if store_blobs and oid not in repo:
             oid = repo.create_blob(look.data)
-    return Observed(look.path, look.kind, FileState(str(oid), look.mode))
+    state = FileState(str(oid), look.mode)
+    seen = (Seen(look.key, state, look.data) if look.key is not None and look.data is not None
+            else None)
+    return Observed(look.path, look.kind, state, seen=seen)
 
 
 def _read_whole(full: str, size: int) -> bytes:
@@ -154,6 +217,8 @@ def _read_whole(full: str, size: int) -> bytes:
     fd = os.open(full, os.O_RDONLY)   # follows a link swapped in since the lstat, as hashfile
     try:                              # does
         data = os.read(fd, size + 1)
+        if len(data) == size:         # a short read of a regular file is its end: no second
+            return data               # read to find it (one read per file, not two)
         while more := os.read(fd, KEEP_BYTES):
             data += more
     finally:
@@ -174,13 +239,35 @@ def current_content(root: Path, rel: str
     from the object store. pygit2.hash of the bytes is pygit2.hashfile of the file (no
     filters either way).
     """
+    found, held, _ = last_check(root, rel)
+    return found, held
+
+
+def last_check(root: Path, rel: str, seen: Seen | None = None
+               ) -> tuple[FileState | None | Literal["other"], bytes | None,
+                          os.stat_result | None]:
+    """`current_content` right before a write, and the lstat of the path found there
+    (None when absent or a parent is in the way).
+
+    `seen`: the bytes an earlier read found, with its lstat; when the lstat now is the
+    same (the fence rule, see Fence), they are what the file holds and it is not read
+    again. Any other stat, or none, means reading and hashing the file as it is now.
+    """
     if blocking_parent(root, rel) is not None:
-        return None, None
+        return None, None, None
     full = os.path.join(root, rel)
     try:
         info = os.lstat(full)
     except FileNotFoundError:
-        return None, None
+        return None, None, None
+    if seen is not None and stat_key(info) == seen.key:
+        return seen.state, seen.data, info
+    found, held = _content_at(full, info)
+    return found, held, info
+
+
+def _content_at(full: str, info: os.stat_result
+                ) -> tuple[FileState | None | Literal["other"], bytes | None]:
     if stat.S_ISDIR(info.st_mode):
         return None, None
     if stat.S_ISLNK(info.st_mode):
@@ -240,18 +327,25 @@ def _permissions(existing: os.stat_result | None, mode: int, mask: int) -> int:
 
 
 def write_state(root: Path, rel: str, state: FileState, data: bytes,
-                mask: int | None = None) -> None:
+                mask: int | None = None, checked: os.stat_result | None = None) -> None:
     """Put `data` at `rel` as a file or a symlink; an empty directory in the way is removed.
 
     `mask`: the process umask, when the caller writes many files (reading it takes two
-    calls that change it for a moment). Not fsynced, like `git checkout`: see guarded.py.
+    calls that change it for a moment). `checked`: the lstat of the file or symlink at
+    `rel` that `last_check` just found, every parent a real directory: its parents are
+    not walked again (a parent swapped for a symlink since is the same race as between
+    that walk and the open either way). Not fsynced, like `git checkout`: see guarded.py.
     """
-    _make_parents(root, rel)
     full = os.path.join(root, rel)
-    try:
-        existing: os.stat_result | None = os.lstat(full)
-    except FileNotFoundError:
-        existing = None
+    existing: os.stat_result | None
+    if checked is not None and not stat.S_ISDIR(checked.st_mode):
+        existing = checked
+    else:
+        _make_parents(root, rel)
+        try:
+            existing = os.lstat(full)
+        except FileNotFoundError:
+            existing = None
     if existing is not None and stat.S_ISDIR(existing.st_mode):
         os.rmdir(full)   # the plan checked it is empty; rmdir refuses otherwise
         existing = None

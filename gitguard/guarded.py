@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,13 @@ from gitguard import (
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
-from gitguard.models import Checkpoint, CheckpointIndexRow, FilePatchEntry, ToolLedgerEntry
+from gitguard.models import (
+    Checkpoint,
+    CheckpointIndexRow,
+    FilePatchEntry,
+    RecoveryAction,
+    ToolLedgerEntry,
+)
 from gitguard.snapshot import TreeResult
 
 if TYPE_CHECKING:
@@ -74,13 +80,19 @@ def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
 def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: str,
           id_prefix: str, summary: str, tool_input: dict[str, Any], steps: Sequence[Step],
           now: Mapping[str, FileState | None], index: checkpoints.Index | None = None,
-          base: Checkpoint | None = None) -> Applied:
+          base: Checkpoint | None = None,
+          seen: Mapping[str, fileops.Seen] | None = None,
+          action: Callable[[Applied], tuple[RecoveryAction, dict[str, Any]]] | None = None
+          ) -> Applied:
     """Safety checkpoint, started entry, writes, post checkpoint, finished entry. Under lock.
 
     `now` holds the current state of every path involved, blobs already stored, so the
     safety checkpoint keeps what the user had there. `index`: the checkpoint index as the
     caller read it under the same lock (read here otherwise). `base`: the checkpoint the
     steps put paths back to (a rollback's target), whose tree the post tree may equal.
+    `seen`: the bytes the plan read per path, reused by the last check (see _write_all).
+    `action`: the recovery action to record for what was applied; it goes into the same
+    durable append as the finished entry (one fsync, not two).
     """
     index = index if index is not None else checkpoints.read_index(g.store)
     latest = index.latest()
@@ -112,7 +124,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    done, raced, known = _write_all(g, steps)
+    done, raced, known = _write_all(g, steps, seen)
 
     written = {s.path: s.target for s in done}
     post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base)
@@ -143,8 +155,11 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         "post_checkpoint_id": post.checkpoint_id,
         "note": f"{len(raced)} path(s) changed during the write and were left" if raced else None,
     })
-    ledger.append_entries(g.store, state, [finished])
-    return Applied(safety, finished, tuple(done), tuple(raced))
+    applied = Applied(safety, finished, tuple(done), tuple(raced))
+    recorded = action(applied) if action is not None else None
+    ledger.append_entries(g.store, state, [finished],
+                          actions=[(recorded[0], session_id, recorded[1])] if recorded else ())
+    return applied
 
 
 def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
@@ -200,8 +215,14 @@ Raced = list[tuple[Step, FileState | None | Literal["other"]]]
 
 
 
-def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict[str, bytes]]:
+def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None = None
+               ) -> tuple[list[Step], Raced, dict[str, bytes]]:
     """Deletions deepest first, then writes shallowest first; each re-checked just before.
+
+    The check reads the file again unless `seen` holds bytes read earlier whose lstat,
+    older than a fence, is still the file's (fileops.Fence): a same-size edit keeps the
+    size and can keep the mtime (utime, or the mtime's granularity) but always moves the
+    ctime, which no program can set back.
 
     Also returns the bytes read on the way by blob id (what each path held, what was
     written) for the patch, so it reads no blob back from the object store.
@@ -222,6 +243,7 @@ def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict
     """
     root = g.ws.root
     umask = fileops.umask()
+    seen = seen or {}
     by_path = {s.path: s for s in steps}
     deletions = [by_path[p] for p in fileops.deepest_first(s.path for s in steps
                                                           if s.target is None)]
@@ -236,14 +258,15 @@ def _write_all(g: Guard, steps: Sequence[Step]) -> tuple[list[Step], Raced, dict
     known: dict[str, bytes] = {}
 
     def one(step: Step) -> tuple[FileState | None | Literal["other"], bytes | None, bool]:
-        found, held = fileops.current_content(root, step.path)
+        found, held, info = fileops.last_check(root, step.path, seen.get(step.path))
         if found != step.expected:
             return found, held, False      # the user got there between plan and write
         try:
             if step.target is None:
                 fileops.delete_path(root, step.path)
             else:
-                fileops.write_state(root, step.path, step.target, content[step.path], umask)
+                fileops.write_state(root, step.path, step.target, content[step.path], umask,
+                                    checked=info)
         except OSError:
             return "other", held, False    # something took the place of a parent directory
         return found, held, True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,9 +143,13 @@ def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: 
         )
 
 
-def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEntry]) -> None:
+def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEntry],
+                   actions: Sequence[tuple[RecoveryAction, str, dict[str, Any] | None]] = ()
+                   ) -> None:
     """Check transitions, append one event per entry (fsynced), update `state`. Under lock.
-    A call's first event holds its entry; later ones only what changed (ledger_fold)."""
+    A call's first event holds its entry; later ones only what changed (ledger_fold).
+    `actions` (action, session id, detail): recovery actions appended after the entries in
+    the same durable write (a rollback's finished entry and its action: one fsync)."""
     events: list[dict[str, Any]] = []
     seq = state.last_seq
     pending: dict[str, ToolLedgerEntry] = {}
@@ -159,9 +164,15 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
         events.append(ledger_fold.event_record(
             seq, clock.stamp(), entry.session_id, entry.to_json(),
             current.to_json() if current is not None else None))
+    done = [LedgerEvent(seq=seq + n, recorded_at=clock.stamp(), action=action,
+                        session_id=session_id, detail=detail)
+            for n, (action, session_id, detail) in enumerate(actions, start=1)]
+    events += [event.to_json() for event in done]
     faults.point(f"ledger.before_{entries[-1].status}")
     durable.append_jsonl(store.ledger_path, events)
     faults.point(f"ledger.after_{entries[-1].status}")
+    state.actions += done
+    seq += len(done)
     for entry in entries:
         if entry.call_id not in state.entries:
             state.order.append(entry.call_id)

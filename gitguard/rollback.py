@@ -34,7 +34,13 @@ from gitguard import (
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
-from gitguard.models import Attribution, Checkpoint, CheckpointConflict, RollbackFiles
+from gitguard.models import (
+    Attribution,
+    Checkpoint,
+    CheckpointConflict,
+    RecoveryAction,
+    RollbackFiles,
+)
 from gitguard.timeline import UNKNOWN, PathHistory
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
 
@@ -59,6 +65,7 @@ class Result:
     dry_run: bool
     applied: Applied | None = None
     conflicts: list[CheckpointConflict] = field(default_factory=list)
+    stored: list[CheckpointConflict] = field(default_factory=list)   # conflicts.json after
 
     @property
     def restored(self) -> list[str]:
@@ -173,14 +180,16 @@ def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
 
 
 def check_path(g: Guard, path: str, source: str,
-               plain_dirs: dict[str, bool] | None = None) -> None:
+               plain_dirs: dict[str, bool] | None = None,
+               real_dirs: set[str] | None = None) -> None:
     """A path from the ledger or a checkpoint must name a file inside the workspace as is.
 
     `plain_dirs` (shared across the paths of one rollback) remembers which parent
     directories are real directories or absent, so a path made of those is accepted by
-    string checks and one lstat per new parent, not a Path walk per path.
+    string checks and one lstat per new parent, not a Path walk per path. `real_dirs`
+    collects the parents those lstats found to be directories (for observe_many).
     """
-    if plain_dirs is not None and _plain(g.ws.root, path, plain_dirs):
+    if plain_dirs is not None and _plain(g.ws.root, path, plain_dirs, real_dirs):
         return
     try:
         normal = safe_relpath(g.ws, path)
@@ -193,7 +202,8 @@ def check_path(g: Guard, path: str, source: str,
                          "the store looks edited by hand; nothing was changed")
 
 
-def _plain(root: Path, path: str, plain_dirs: dict[str, bool]) -> bool:
+def _plain(root: Path, path: str, plain_dirs: dict[str, bool],
+           real_dirs: set[str] | None = None) -> bool:
     """True when `safe_relpath(path) == path` surely holds: a relative path in normal form,
     not in git's or gitguard's store, no parent a symlink. False: ask safe_relpath."""
     parts = path.split("/")
@@ -205,7 +215,10 @@ def _plain(root: Path, path: str, plain_dirs: dict[str, bool]) -> bool:
         parent = f"{parent}/{part}" if parent else part
         if parent not in plain_dirs:
             try:
-                plain_dirs[parent] = not stat.S_ISLNK(os.lstat(os.path.join(root, parent)).st_mode)
+                mode = os.lstat(os.path.join(root, parent)).st_mode
+                plain_dirs[parent] = not stat.S_ISLNK(mode)
+                if real_dirs is not None and stat.S_ISDIR(mode):
+                    real_dirs.add(parent)
             except FileNotFoundError:
                 plain_dirs[parent] = True
             except OSError:
@@ -233,10 +246,17 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
                           lambda entry: planned_targets(g, entry))
     sources = _candidates(g, state, line, index.rows)
     plain_dirs: dict[str, bool] = {}
+    real_dirs: set[str] = set()
     for path, source in sources.items():
-        check_path(g, path, source, plain_dirs)
+        check_path(g, path, source, plain_dirs, real_dirs)
+    # A path whose every parent was just found a real directory needs no second walk up
+    # to know none is a symlink or a file (planning only: the writes check again).
+    walked = {p for p in sources if all(q in real_dirs for q in _parents(p))}
     repo, root = g.snap.repo, g.ws.root
-    observed = fileops.observe_many(repo, root, sorted(sources), store_blobs)
+    # Before any read: the file-system clock the reads are compared with when the writes
+    # check each path again (fileops.Fence); a dry run writes nothing and needs none.
+    before = fileops.fence(g.store.lock.path) if store_blobs else None
+    observed = fileops.observe_many(repo, root, sorted(sources), store_blobs, before, walked)
     cache: dict[tuple[str, str], FileState | None] = {}
     parsed: dict[str, pygit2.Tree] = {}
 
@@ -279,36 +299,49 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
             return result
         sweep_interrupted(g, facts.state)
 
-        result.applied = apply(
-            g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
-            id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
-            tool_input={"to": checkpoint_id}, steps=plan.steps,
-            now={p: o.state for p, o in facts.observed.items()}, index=index,
-            base=target)
-        for step, found in result.applied.raced:
-            actual = found if isinstance(found, FileState) else None
-            result.conflicts.append(conflict_for(
-                facts.items[step.path], target,
-                "it changed while the rollback was writing; it was left as it is", actual))
-        _record(g, result, facts.state, time.perf_counter() - started_clock)
+        def recorded(applied: Applied) -> tuple[RecoveryAction, dict[str, Any]]:
+            """The action for apply's last ledger append, which carries it with the finished
+            entry; the conflicts it names are stored first, as before."""
+            result.applied = applied
+            for step, found in applied.raced:
+                actual = found if isinstance(found, FileState) else None
+                result.conflicts.append(conflict_for(
+                    facts.items[step.path], target,
+                    "it changed while the rollback was writing; it was left as it is", actual))
+            result.stored = conflicts.record(g.store, result.conflicts)
+            return RollbackFiles(checkpoint_id=target.checkpoint_id), _detail(result)
+
+        apply(g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
+              id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
+              tool_input={"to": checkpoint_id}, steps=plan.steps,
+              now={p: o.state for p, o in facts.observed.items()}, index=index,
+              base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
+              action=recorded)
+        _trace(g, result, time.perf_counter() - started_clock)
         return result
 
 
-def _record(g: Guard, result: Result, state: ledger.LedgerState, seconds: float) -> None:
+def _detail(result: Result) -> dict[str, Any]:
     assert result.applied is not None
+    return {"safetyCheckpointId": result.applied.safety.checkpoint_id,
+            "entryId": result.applied.entry.call_id, "restored": result.restored,
+            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+
+
+def _trace(g: Guard, result: Result, seconds: float) -> None:
     target = result.plan.checkpoint
-    stored = conflicts.record(g.store, result.conflicts)
-    detail = {"safetyCheckpointId": result.applied.safety.checkpoint_id,
-              "entryId": result.applied.entry.call_id, "restored": result.restored,
-              "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
-    ledger.append_action(g.store, state, RollbackFiles(checkpoint_id=target.checkpoint_id),
-                         target.session_id, detail)
+    detail = _detail(result)
     trace.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
                duration_ms=seconds * 1000, checkpointId=target.checkpoint_id, **detail)
     if result.conflicts:
         trace.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
                    paths=[c.path for c in result.conflicts],
-                   pending=sum(1 for c in stored if c.resolution == "pending"))
+                   pending=sum(1 for c in result.stored if c.resolution == "pending"))
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
 def _now(seen: Observed) -> FileState | None:
