@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 # calls, remote, attribution and attrlog are imported where they are used: `gitguard
 # resume` in a fresh process (no daemon, after a crash) needs none of them.
-from gitguard import checkpoints, ledger, recovery, sessions, trace
+from gitguard import checkpoints, jsontext, ledger, recovery, sessions, trace
 from gitguard.errors import GitguardError
 from gitguard.models import (
     Checkpoint,
@@ -276,4 +275,4 @@ def _open_id(store: Store) -> str:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return jsontext.dumps(value, indent=2)

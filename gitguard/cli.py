@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gitguard import clock
+from gitguard import clock, jsontext
 from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -24,7 +24,7 @@ def json_option(fn: F) -> F:
 
 def emit(value: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
     if as_json or human is None:
-        click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+        click.echo(jsontext.dumps(value, indent=2))
     else:
         human()
 

@@ -22,7 +22,6 @@ Requests (one JSON object per connection, see `gitguard.client`):
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import queue
@@ -34,7 +33,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import calls, client, daemon_calls, ledger, packing, recovery_daemon
+from gitguard import calls, client, daemon_calls, jsontext, ledger, packing, recovery_daemon
 from gitguard.api import Guard
 from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
@@ -375,7 +374,7 @@ class Daemon:
             if op == "hook.claude_code":
                 result = handle(self.guard, dict(args.get("payload") or {}))
                 return {"exit": 0, "result": result, "stderr": "",
-                        "stdout": json.dumps(result, ensure_ascii=False)}
+                        "stdout": jsontext.dumps(result)}
             code, output = handle(self.guard, str(args.get("name")),
                                   [str(a) for a in args.get("args") or []],
                                   base64.b64decode(args.get("stdin") or ""))

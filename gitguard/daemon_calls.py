@@ -12,12 +12,12 @@ click as before, so the output and exit code are click's for every input
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
+from gitguard import jsontext
 from gitguard.errors import EXIT_INTERNAL, GitguardError
 
 # option -> (parameter name, kind): "value" (last one wins, as in click), "multi", "flag",
@@ -114,7 +114,7 @@ def run(parsed: tuple[str, dict[str, Any]], guard: Any,
 
 def _emit(value: Any, as_json: bool, human: Callable[[], None]) -> None:
     if as_json:
-        click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+        click.echo(jsontext.dumps(value, indent=2))
     else:
         human()
 

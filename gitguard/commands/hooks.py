@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from gitguard import jsontext
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 
 STDIN_HOOKS = ("pre-push", "post-rewrite")
@@ -133,7 +134,7 @@ def hook_claude_code(ctx: Ctx) -> None:
         where = hooklog.log_failure(store, "claude-code", exc)
         answer = {"systemMessage": f"gitguard: its hook failed ({type(exc).__name__}: {exc}); "
                                    f"nothing was blocked. Details: {where}"}
-    click.echo(json.dumps(answer, ensure_ascii=False))
+    click.echo(jsontext.dumps(answer))
 
 
 def _guard_for(ctx: Ctx, payload: dict[str, Any]) -> Any:

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from gitguard import jsontext
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 
 
@@ -34,7 +34,7 @@ def trace(ctx: Ctx, session_id: str | None, summary: bool, follow: bool, as_json
             for event in trace_view.follow(store):
                 if session_id and event.session_id != session_id:
                     continue
-                line = (json.dumps(event.to_json(), ensure_ascii=False) if as_json
+                line = (jsontext.dumps(event.to_json()) if as_json
                         else trace_view.line_of(event))
                 click.echo(line)
                 sys.stdout.flush()
