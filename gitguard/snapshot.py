@@ -3,26 +3,28 @@
 Without the daemon, the changed paths come from `git status` run against
 gitguard's own stat cache (a private index file, seeded from a copy of the user's
 index so the first snapshot re-hashes only what is dirty). Only changed paths are
-re-hashed and `git write-tree` reuses every unchanged subtree through the cache
-tree, so each new tree is the previous one plus the changed paths. The user's
-`.git/index` is only ever read. The stat index also keeps git's untracked cache, so a
-scan stats unchanged directories instead of reading them, and the tree last written
-out with the index's checksum, so a scan that finds nothing changed runs no write-tree.
+re-hashed. The first tree comes from `git write-tree`; after that each new tree is
+the previous one plus the changed paths, built in-process (`statlag`, with the
+daemon's `treebuild`), and the stat index is updated only when enough paths lag
+behind. The user's `.git/index` is only ever read. The stat index also keeps git's
+untracked cache, so a scan stats unchanged directories instead of reading them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import pygit2
 
-from gitguard import clock, durable, faults
+from gitguard import clock, durable, faults, statlag
 from gitguard.gitcmd import run_git
 from gitguard.settings import Settings
 from gitguard.store import Store
@@ -202,12 +204,70 @@ class Snapshotter:
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
         started = time.perf_counter()
         skipped: list[str] = []
-        known = self._known_tree()
+        # Read before the scan: the state must go with the stat index as we left it.
+        state = statlag.load(self.store.root, self.store.stat_index)
         scanned = changed is None
-        if changed is None:
+        if changed is None or (state is None and statlag.path_of(self.store.root).exists()):
+            # (Without a state of this index, lag paths are unknown: only a scan finds
+            # every difference from the index.)
             changed, skipped = self.scan()
+            scanned = True
         else:
             self._seed_stat_cache()
+        fast = statlag.advance(self, state, changed, skipped) if state is not None else None
+        if fast is not None:
+            self._keep_private(self.store.stat_index)       # git status may rewrite it
+            return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
+                                       bytes_hashed=self._sizes(changed),
+                                       base=fast.base if scanned else None)
+        # The lag paths too: the index then holds all of the new tree (the lag is flushed).
+        changed = [*changed, *sorted(state.lag - set(changed))] if state is not None else changed
+        tree = self._write_tree_git(changed, skipped if scanned else None)
+        return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
+                          skipped=tuple(skipped),
+                          duration_ms=(time.perf_counter() - started) * 1000,
+                          bytes_hashed=self._sizes(changed),
+                          base=state.tree if (scanned and state is not None) else None)
+
+    def write_declared(self, paths: Sequence[str]) -> TreeResult:
+        """The tree of the workspace after a declared-only call: the last tree plus the
+        paths it declared, with no scan (O(declared)).
+
+        Attribution without the daemon (DESIGN.md: pre to post snapshot = the call):
+        a declared-only tool (`attribution.is_declared_only`: Write, Edit, MultiEdit,
+        NotebookEdit, write_file) writes only the paths it declares, and an undeclared
+        path that changed during a declared-only window is the user's. So the end
+        snapshot looks at the declared paths only; any other path that changed during
+        the call (the user's edit, or a tool that wrote elsewhere after all) is found by
+        the next scan, between calls, and is the user's there: the daemon's rule, and
+        the safe direction (rollback never reverts a user-owned path). The stat index
+        is not touched, so that next scan still sees every change (`statlag`).
+        A subclass with its own trees (the daemon's) and any case `statlag` leaves to git
+        (no state yet, a declared directory, content filters) take the full scan.
+        """
+        state = statlag.load(self.store.root, self.store.stat_index)
+        if type(self).write_tree is not Snapshotter.write_tree or state is None:
+            return self.write_tree()
+        started = time.perf_counter()
+        root = os.fsencode(self.ws.root)
+        raw = [os.fsencode(p) for p in paths]
+        old = self.repo.get(state.tree)
+        if not isinstance(old, pygit2.Tree) or any(os.path.isdir(os.path.join(root, p))
+                                                   for p in raw):
+            return self.write_tree()
+        # The scan never lists a new file under a dependency dir (node_modules...): nor here.
+        names = self.settings.skip_dirs
+        kept = [p for p in raw if not in_skipped_dir(os.fsdecode(p), names)
+                or file_at(old, os.fsdecode(p)) is not None]
+        fast = statlag.advance(self, state, kept, state.skipped)
+        if fast is None:
+            return self.write_tree()
+        return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
+                                   bytes_hashed=self._sizes(kept))
+
+    def _write_tree_git(self, changed: list[bytes], skipped: list[str] | None) -> str:
+        """The git way: update-index of the changed paths, write-tree; a fresh state (no
+        lag) when a scan said what was skipped, else none (the index alone is the truth)."""
         gone = [p for p in changed if _gone(os.fsencode(self.ws.root), p)]
         if gone:
             # git refuses to look beyond a symlink: a path under a directory that became a
@@ -219,48 +279,13 @@ class Snapshotter:
             self._git(["update-index", *self._to_v4(), "--add", "--remove", "--replace", "-z",
                        "--stdin"], stdin=b"\0".join(present) + b"\0")
         faults.point("snapshot.after_update_index")
-        if known is not None and not changed:
-            # Nothing changed since the index was last written out with this tree: `git
-            # status` may have rewritten it since, but only its stat data and untracked
-            # cache, never an entry's content, so the tree is the same.
-            tree = known
-            self._remember_tree(tree)
-        else:
-            tree = self._git(["write-tree"]).decode().strip()
-            self._remember_tree(tree)
+        tree = self._git(["write-tree"]).decode().strip()
         self._keep_private(self.store.stat_index)
-        return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
-                          skipped=tuple(skipped),
-                          duration_ms=(time.perf_counter() - started) * 1000,
-                          bytes_hashed=self._sizes(changed), base=known if scanned else None)
-
-    def _known_tree(self) -> str | None:
-        """The tree of the stat index when it is byte for byte the one last recorded.
-
-        Read before a scan: when the scan then finds nothing changed, this is the tree
-        of the workspace, and `git write-tree` (a process and a read of the index) is
-        saved.
-        """
-        try:
-            recorded = self._tree_memo.read_text().split()
-        except (FileNotFoundError, UnicodeDecodeError):
-            return None
-        checksum = _index_checksum(self.store.stat_index)
-        if len(recorded) != 2 or checksum is None or recorded[0] != checksum:
-            return None
-        return recorded[1]
-
-    def _remember_tree(self, tree: str) -> None:
-        checksum = _index_checksum(self.store.stat_index)
-        if checksum is not None and self._known_tree() != tree:
-            # Not fsynced: a lost or stale memo only costs the next write-tree (the
-            # checksum has to match), it can never name a wrong tree.
-            memo = self._tree_memo
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(f"{checksum} {tree}\n")
-            os.replace(tmp, memo)
+        if skipped is None:
+            statlag.path_of(self.store.root).unlink(missing_ok=True)
+        else:
+            statlag.save(self.store.root, self.store.stat_index, tree, (), skipped, None)
+        return tree
 
     def _to_v4(self) -> tuple[str, ...]:
         """`--index-version 4` while the stat index is in another format (a seed copies the
@@ -273,10 +298,6 @@ class Snapshotter:
         except OSError:
             return ()
         return () if header == b"DIRC\0\0\0\x04" else ("--index-version", "4")
-
-    @property
-    def _tree_memo(self) -> Path:
-        return self.store.root / "stat.tree"
 
     def _sizes(self, paths: list[bytes]) -> int:
         root = os.fsencode(self.ws.root)
@@ -420,18 +441,6 @@ def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
     except KeyError:
         return None
     return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))
-
-
-def _index_checksum(path: Path) -> str | None:
-    """The trailing SHA-1 of an index file: it covers every byte before it."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(-20, os.SEEK_END)
-            tail = fh.read(20)
-    except OSError:
-        return None
-    # index.skipHash (newer git) leaves it all zeros: then it identifies nothing.
-    return tail.hex() if len(tail) == 20 and any(tail) else None
 
 
 def _glob_escape(text: str | bytes) -> str:
