@@ -220,8 +220,15 @@ class Snapshotter:
             return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                        bytes_hashed=self._sizes(changed),
                                        base=fast.base if scanned else None)
-        # The lag paths too: the index then holds all of the new tree (the lag is flushed).
-        changed = [*changed, *sorted(state.lag - set(changed))] if state is not None else changed
+        if state is not None:
+            # The lag paths too: the index then holds all of the new tree (the lag is
+            # flushed). Those the scan did not report go in only when the last tree holds
+            # them (then they stay, at any size, ignored or not, as a tracked file does) or
+            # they are gone; any other one is out of the tree and, not being reported, out
+            # of the index too or equal to it (ignored, too big, or put back as it was).
+            extra = self._lag_to_flush(state, set(changed))
+            changed = [*changed, *extra]
+            skipped = [s for s in skipped if os.fsencode(s) not in set(extra)]
         tree = self._write_tree_git(changed, skipped if scanned else None)
         return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
                           skipped=tuple(skipped),
@@ -264,6 +271,13 @@ class Snapshotter:
             return self.write_tree()
         return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                    bytes_hashed=self._sizes(kept))
+
+    def _lag_to_flush(self, state: statlag.LagState, reported: set[bytes]) -> list[bytes]:
+        old = self.repo.get(state.tree)
+        root = os.fsencode(self.ws.root)
+        return [p for p in sorted(state.lag - reported)
+                if not isinstance(old, pygit2.Tree) or _gone(root, p)
+                or file_at(old, os.fsdecode(p)) is not None]
 
     def _write_tree_git(self, changed: list[bytes], skipped: list[str] | None) -> str:
         """The git way: update-index of the changed paths, write-tree; a fresh state (no
@@ -341,29 +355,11 @@ class Snapshotter:
         return str(oid)
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
-        if old_tree == new_tree:
-            return []
-        # A raw tree-to-tree diff needs no index, but git reads the user's anyway (11 MB at
-        # 100k files, ~25 ms of CPU): point it at one that does not exist.
-        out = run_git(["diff-tree", "-r", "-z", "--no-renames", "--raw", old_tree, new_tree],
-                      git_dir=self.ws.git_dir, env=self._no_index).stdout
-        tokens = out.split(b"\0")
-        changes: list[Change] = []
-        for header, path in zip(tokens[0::2], tokens[1::2], strict=False):
-            if not header.startswith(b":"):
-                continue
-            old_mode, new_mode, old_oid, new_oid, status = header[1:].decode().split(" ")
-            changes.append(Change(
-                path=os.fsdecode(path), status=status[:1],
-                old_mode=int(old_mode, 8), new_mode=int(new_mode, 8),
-                old_oid=None if set(old_oid) == {"0"} else old_oid,
-                new_oid=None if set(new_oid) == {"0"} else new_oid,
-            ))
-        return changes
+        """`git diff-tree -r --no-renames --raw` in-process (`treediff`, the daemon's):
+        O(changed paths), and no process per call end."""
+        from gitguard.treediff import diff_trees
 
-    @property
-    def _no_index(self) -> dict[str, str]:
-        return {"GIT_INDEX_FILE": str(self.store.root / "no-index")}
+        return diff_trees(self.repo, old_tree, new_tree)
 
     def patch(self, old_tree: str, new_tree: str, paths: list[str] | None = None) -> bytes:
         """A unified diff `git apply -R` reverses (binary hunks included)."""

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitguard import durable
+from gitguard import durable, faults
 from gitguard.gitcmd import run_git
 
 if TYPE_CHECKING:
@@ -137,6 +137,9 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
         result = builder.advance(todo)
     except (NeedsFullScan, KeyError):
         return None
+    # Killed here: the new objects are written and named by nothing; the saved state is
+    # still the old one, true for the index as it is, so the next scan redoes this.
+    faults.point("snapshot.after_tree")
     save(snap.store.root, snap.store.stat_index, result.tree, todo, result.skipped, converting)
     # What changed is what git reported, and the lag paths that differ from the old tree
     # (the others were already in it).

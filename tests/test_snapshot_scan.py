@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from conftest import git
 from gitguard import statlag
 from gitguard.api import Guard
