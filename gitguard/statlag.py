@@ -131,8 +131,10 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
         return None
     from gitguard.treebuild import IncrementalTree
 
+    # Objects go loose, as `git update-index` and `git write-tree` wrote them: without the
+    # daemon, `calls.end` packs them (packing.maybe_pack) once there are enough.
     builder = IncrementalTree(snap.repo, str(snap.ws.root), snap.settings.untracked_size_cap,
-                              state.tree, skipped, store=snap.store)
+                              state.tree, skipped, store=None)
     try:
         result = builder.advance(todo)
     except (NeedsFullScan, KeyError):
