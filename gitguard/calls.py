@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, durable, ledger, packing, patchtext, sessions, tools, trace
+from gitguard.attribution import is_declared_only
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
@@ -138,7 +140,17 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         entry = state.get(call_id)
         ledger.check_transition(entry, status, call_id)
         index = checkpoints.read_index(g.store)
-        tree = g.snap.write_tree()
+        # A declared-only call's end snapshot looks at its declared paths only: what else
+        # changed in its window is found by the next scan and is the user's
+        # (Snapshotter.write_declared says why that is the safe direction). The daemon
+        # knows what changed anyway: there the stored input is not even read.
+        stored_input = (_stored_input(g, entry)
+                        if entry.declared_writes and g.snap.ends_declared_calls_without_scan()
+                        else None)
+        tree = (g.snap.write_declared(entry.declared_writes)
+                if stored_input is not None and is_declared_only(
+                    entry.tool_name, stored_input, entry.declared_writes)
+                else g.snap.write_tree())
         # The patch and the result first, in one append to the session's artifact journal
         # (one fsync): nothing names them before the ledger record.
         patches, patch = _file_patches(g, index, entry, tree.tree)
@@ -170,6 +182,18 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
             except GitguardError as exc:
                 trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
     return finished
+
+
+def _stored_input(g: Guard, entry: ToolLedgerEntry) -> dict[str, Any] | None:
+    """The call's stored input (redaction keeps its keys); None when it cannot be read,
+    and the end snapshot is then a full scan."""
+    if entry.input_ref is None:
+        return None
+    try:
+        stored = json.loads(g.store.read_artifact(entry.input_ref))
+    except (GitguardError, OSError, ValueError):
+        return None
+    return stored if isinstance(stored, dict) else None
 
 
 def _elapsed_ms(start: str | None, end: str | None) -> float | None:

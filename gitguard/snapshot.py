@@ -3,35 +3,35 @@
 Without the daemon, the changed paths come from `git status` run against
 gitguard's own stat cache (a private index file, seeded from a copy of the user's
 index so the first snapshot re-hashes only what is dirty). Only changed paths are
-re-hashed and `git write-tree` reuses every unchanged subtree through the cache
-tree, so each new tree is the previous one plus the changed paths. The user's
-`.git/index` is only ever read. The stat index also keeps git's untracked cache, so a
-scan stats unchanged directories instead of reading them, and the tree last written
-out with the index's checksum, so a scan that finds nothing changed runs no write-tree.
+re-hashed. The first tree comes from `git write-tree`; after that each new tree is
+the previous one plus the changed paths, built in-process (`statlag`, with the
+daemon's `treebuild`), and the stat index is updated only when enough paths lag
+behind. The user's `.git/index` is only ever read. The stat index also keeps git's
+untracked cache, so a scan stats unchanged directories instead of reading them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import pygit2
 
-from gitguard import clock, durable, faults, prescan
+from gitguard import clock, faults, statlag
 from gitguard.gitcmd import run_git
 from gitguard.settings import Settings
+from gitguard.statscan import StatScan, gone_path
 from gitguard.store import Store
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SESSION_REF = "refs/gitguard/sessions/"
 AUTHOR = ("gitguard", "gitguard@localhost")
-# Settings for every git command on the private stat index (never the user's index).
-_PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class TreeResult:
     base: str | None = None
 
 
-class Snapshotter:
+class Snapshotter(StatScan):
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.ws = store.ws
@@ -65,153 +65,94 @@ class Snapshotter:
     def repo(self) -> pygit2.Repository:
         return pygit2.Repository(str(self.ws.git_dir))
 
-    def _git(self, args: list[str], stdin: bytes | None = None, write_back: bool = False
-             ) -> bytes:
-        # The stat index is ours: git may keep its untracked cache (directory stat data, so
-        # an unchanged directory is not read again) and refreshed stat data in it.
-        # `write_back` lets `git status` write them (its "optional" index write).
-        env = {"GIT_INDEX_FILE": str(self.store.stat_index)}
-        if write_back:
-            env["GIT_OPTIONAL_LOCKS"] = "1"
-        return run_git([*_PRIVATE_INDEX_CONFIG, *args], git_dir=self.ws.git_dir,
-                       work_tree=self.ws.root, env=env, stdin=stdin).stdout
-
-    def _seed_stat_cache(self) -> None:
-        if self.store.stat_index.exists():
-            return
-        user_index = self.ws.user_index
-        if user_index is not None and user_index.is_file():
-            # A byte copy: git then trusts the user's stat data and re-hashes only dirty files.
-            # The copy keeps the original's mtime: git treats an entry as racily clean (and
-            # compares content) when its mtime is not older than the index file's, so a copy
-            # stamped "now" would trust a same-size edit made in the second of the user's
-            # last index write. The mtime is taken before the bytes: never newer than them.
-            # Not fsynced: git rewrites this file on every later scan without an fsync
-            # (an index is not in git's core.fsync default), so one here would buy nothing
-            # and costs a synchronous write of the whole index (11 MB at 100k files).
-            before = user_index.stat()
-            target = self.store.stat_index
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(user_index.read_bytes())
-                os.utime(tmp, ns=(before.st_atime_ns, before.st_mtime_ns))
-                os.replace(tmp, target)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-
-    def scan(self) -> tuple[list[bytes], list[str]]:
-        """Paths changed since the last snapshot, and what was left out (big files, dep dirs).
-
-        Untracked directories come back collapsed (`-unormal`), so git never walks a new
-        node_modules: a collapsed directory named like a dependency or build directory is
-        left out whole; the others are listed file by file in a second, narrower call.
-        """
-        self._seed_stat_cache()
-        # `gitguard resume` with no daemon may have started this very status before its
-        # imports (gitguard.prescan): its output, when it still holds for this index.
-        early = prescan.take(self.ws.git_dir, self.ws.root, self.store.stat_index)
-        out = early if early is not None else self._status("--untracked-files=normal")
-        changed, skipped, new_dirs = self._parse_status(out)
-        # A tracked file that became a directory: `-unormal` shows only the deletion, never
-        # the untracked directory in its place, so list that directory explicitly.
-        root = os.fsencode(self.ws.root)
-        for path in changed:
-            full = os.path.join(root, path)
-            if os.path.isdir(full) and not os.path.islink(full) and path + b"/" not in new_dirs:
-                new_dirs.append(path + b"/")
-        for start in range(0, len(new_dirs), 64):
-            chunk = new_dirs[start:start + 64]
-            excludes = [f":(exclude,glob){_glob_escape(d)}**/{_glob_escape(n)}/**"
-                        for d in chunk for n in self.settings.skip_dirs]
-            inner = self._status("--untracked-files=all", "--",
-                                 *(":(literal)" + os.fsdecode(d) for d in chunk), *excludes)
-            more, more_skipped, _ = self._parse_status(inner)
-            changed += more
-            skipped += more_skipped + self._nested_skip_dirs(chunk, more)
-        return changed, skipped
-
-    def _status(self, *args: str) -> bytes:
-        return self._git(["status", "--porcelain=v2", "-z", "--no-renames",
-                          "--ignore-submodules=all", *args], write_back=True)
-
-    def _parse_status(self, out: bytes) -> tuple[list[bytes], list[str], list[bytes]]:
-        changed: list[bytes] = []
-        skipped: list[str] = []
-        new_dirs: list[bytes] = []
-        tokens = iter(out.split(b"\0"))
-        for token in tokens:
-            if not token:
-                continue
-            kind = token[:1]
-            if kind == b"1":
-                fields = token.split(b" ", 8)
-                if fields[1][1:2] != b".":
-                    changed.append(fields[8])
-            elif kind == b"2":
-                fields = token.split(b" ", 9)
-                changed.append(fields[9])
-                changed.append(next(tokens, b""))
-            elif kind == b"u":
-                changed.append(token.split(b" ", 10)[10])
-            elif kind == b"?":
-                path = token[2:]
-                if path.endswith(b"/") and not self._is_repository(path):
-                    name = os.fsdecode(path.rstrip(b"/").rsplit(b"/", 1)[-1])
-                    if name in self.settings.skip_dirs:
-                        skipped.append(os.fsdecode(path))
-                    else:
-                        new_dirs.append(path)
-                elif self._too_large(path):
-                    skipped.append(os.fsdecode(path))
-                else:
-                    changed.append(path)
-        return changed, skipped, new_dirs
-
-    def _is_repository(self, path: bytes) -> bool:
-        # git shows a nested repository as one untracked entry even with -uall; keep the
-        # core's handling of it (update-index records it) instead of walking into it.
-        return os.path.exists(os.path.join(os.fsencode(self.ws.root), path, b".git"))
-
-    def _nested_skip_dirs(self, new_dirs: list[bytes], files: list[bytes]) -> list[str]:
-        """Dependency dirs the narrow call excluded: probe each listed file's parents."""
-        names = self.settings.skip_dirs
-        parents = set(new_dirs)
-        for path in files:
-            parent = path.rsplit(b"/", 1)[0] + b"/" if b"/" in path else b""
-            while parent and parent not in parents:
-                parents.add(parent)
-                parent = parent[:-1].rsplit(b"/", 1)[0] + b"/" if b"/" in parent[:-1] else b""
-        root = os.fsencode(self.ws.root)
-        found = [p + os.fsencode(n) + b"/" for p in sorted(parents) for n in names
-                 if os.path.isdir(os.path.join(root, p, os.fsencode(n)))]
-        if not found:
-            return []
-        proc = run_git(["check-ignore", "-z", "--stdin"], git_dir=self.ws.git_dir,
-                       work_tree=self.ws.root, stdin=b"\0".join(found) + b"\0", check=False)
-        ignored = set(proc.stdout.split(b"\0"))
-        return [os.fsdecode(p) for p in found if p not in ignored]
-
-    def _too_large(self, path: bytes) -> bool:
-        try:
-            info = os.lstat(os.path.join(os.fsencode(self.ws.root), path))
-        except OSError:
-            return False
-        return stat.S_ISREG(info.st_mode) and info.st_size > self.settings.untracked_size_cap
-
     def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
         started = time.perf_counter()
         skipped: list[str] = []
-        known = self._known_tree()
+        # Read before the scan: the state must go with the stat index as we left it.
+        state = statlag.load(self.store.root, self.store.stat_index)
         scanned = changed is None
-        if changed is None:
+        if changed is None or (state is None and statlag.path_of(self.store.root).exists()):
+            # (Without a state of this index, lag paths are unknown: only a scan finds
+            # every difference from the index.)
             changed, skipped = self.scan()
+            scanned = True
         else:
             self._seed_stat_cache()
-        gone = [p for p in changed if _gone(os.fsencode(self.ws.root), p)]
+        fast = statlag.advance(self, state, changed, skipped) if state is not None else None
+        if fast is not None:
+            self._keep_private(self.store.stat_index)       # git status may rewrite it
+            return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
+                                       bytes_hashed=self._sizes(changed),
+                                       base=fast.base if scanned else None)
+        if state is not None:
+            # The lag paths too: the index then holds all of the new tree (the lag is
+            # flushed). Those the scan did not report go in only when the last tree holds
+            # them (then they stay, at any size, ignored or not, as a tracked file does) or
+            # they are gone; any other one is out of the tree and, not being reported, out
+            # of the index too or equal to it (ignored, too big, or put back as it was).
+            extra = self._lag_to_flush(state, set(changed))
+            changed = [*changed, *extra]
+            skipped = [s for s in skipped if os.fsencode(s) not in set(extra)]
+        tree = self._write_tree_git(changed, skipped if scanned else None)
+        return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
+                          skipped=tuple(skipped),
+                          duration_ms=(time.perf_counter() - started) * 1000,
+                          bytes_hashed=self._sizes(changed),
+                          base=state.tree if (scanned and state is not None) else None)
+
+    def ends_declared_calls_without_scan(self) -> bool:
+        """Whether `write_declared` can skip the scan: not for a subclass with its own
+        trees (the daemon's knows what changed without one)."""
+        return type(self).write_tree is Snapshotter.write_tree
+
+    def write_declared(self, paths: Sequence[str]) -> TreeResult:
+        """The tree of the workspace after a declared-only call: the last tree plus the
+        paths it declared, with no scan (O(declared)).
+
+        Attribution without the daemon (DESIGN.md: pre to post snapshot = the call):
+        a declared-only tool (`attribution.is_declared_only`: Write, Edit, MultiEdit,
+        NotebookEdit, write_file) writes only the paths it declares, and an undeclared
+        path that changed during a declared-only window is the user's. So the end
+        snapshot looks at the declared paths only; any other path that changed during
+        the call (the user's edit, or a tool that wrote elsewhere after all) is found by
+        the next scan, between calls, and is the user's there: the daemon's rule, and
+        the safe direction (rollback never reverts a user-owned path). The stat index
+        is not touched, so that next scan still sees every change (`statlag`).
+        A subclass with its own trees (the daemon's) and any case `statlag` leaves to git
+        (no state yet, a declared directory, content filters) take the full scan.
+        """
+        state = statlag.load(self.store.root, self.store.stat_index)
+        if not self.ends_declared_calls_without_scan() or state is None:
+            return self.write_tree()
+        started = time.perf_counter()
+        root = os.fsencode(self.ws.root)
+        raw = [os.fsencode(p) for p in paths]
+        old = self.repo.get(state.tree)
+        if not isinstance(old, pygit2.Tree) or any(os.path.isdir(os.path.join(root, p))
+                                                   for p in raw):
+            return self.write_tree()
+        # The scan never lists a new file under a dependency dir (node_modules...): nor here.
+        names = self.settings.skip_dirs
+        kept = [p for p in raw if not in_skipped_dir(os.fsdecode(p), names)
+                or file_at(old, os.fsdecode(p)) is not None]
+        fast = statlag.advance(self, state, kept, state.skipped)
+        if fast is None:
+            return self.write_tree()
+        return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
+                                   bytes_hashed=self._sizes(kept))
+
+    def _lag_to_flush(self, state: statlag.LagState, reported: set[bytes]) -> list[bytes]:
+        old = self.repo.get(state.tree)
+        root = os.fsencode(self.ws.root)
+        return [p for p in sorted(state.lag - reported)
+                if not isinstance(old, pygit2.Tree) or gone_path(root, p)
+                or file_at(old, os.fsdecode(p)) is not None]
+
+    def _write_tree_git(self, changed: list[bytes], skipped: list[str] | None) -> str:
+        """The git way: update-index of the changed paths, write-tree; a fresh state (no
+        lag) when a scan said what was skipped, else none (the index alone is the truth)."""
+        gone = [p for p in changed if gone_path(os.fsencode(self.ws.root), p)]
         if gone:
             # git refuses to look beyond a symlink: a path under a directory that became a
             # link (or a file) must be force-removed, not re-examined.
@@ -222,84 +163,13 @@ class Snapshotter:
             self._git(["update-index", *self._to_v4(), "--add", "--remove", "--replace", "-z",
                        "--stdin"], stdin=b"\0".join(present) + b"\0")
         faults.point("snapshot.after_update_index")
-        if known is not None and not changed:
-            # Nothing changed since the index was last written out with this tree: `git
-            # status` may have rewritten it since, but only its stat data and untracked
-            # cache, never an entry's content, so the tree is the same.
-            tree = known
-            self._remember_tree(tree)
-        else:
-            tree = self._git(["write-tree"]).decode().strip()
-            self._remember_tree(tree)
+        tree = self._git(["write-tree"]).decode().strip()
         self._keep_private(self.store.stat_index)
-        return TreeResult(tree=tree, changed=tuple(os.fsdecode(p) for p in changed),
-                          skipped=tuple(skipped),
-                          duration_ms=(time.perf_counter() - started) * 1000,
-                          bytes_hashed=self._sizes(changed), base=known if scanned else None)
-
-    def _known_tree(self) -> str | None:
-        """The tree of the stat index when it is byte for byte the one last recorded.
-
-        Read before a scan: when the scan then finds nothing changed, this is the tree
-        of the workspace, and `git write-tree` (a process and a read of the index) is
-        saved.
-        """
-        try:
-            recorded = self._tree_memo.read_text().split()
-        except (FileNotFoundError, UnicodeDecodeError):
-            return None
-        checksum = _index_checksum(self.store.stat_index)
-        if len(recorded) != 2 or checksum is None or recorded[0] != checksum:
-            return None
-        return recorded[1]
-
-    def _remember_tree(self, tree: str) -> None:
-        checksum = _index_checksum(self.store.stat_index)
-        if checksum is not None and self._known_tree() != tree:
-            # Not fsynced: a lost or stale memo only costs the next write-tree (the
-            # checksum has to match), it can never name a wrong tree.
-            memo = self._tree_memo
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(f"{checksum} {tree}\n")
-            os.replace(tmp, memo)
-
-    def _to_v4(self) -> tuple[str, ...]:
-        """`--index-version 4` while the stat index is in another format (a seed copies the
-        user's index, usually v2): v4 prefix-compresses the paths, 11.2 -> 7.8 MB at 100k
-        files, so every later read, write and checksum of it is a third smaller. It rides
-        on an update-index that runs anyway: no process of its own."""
-        try:
-            with open(self.store.stat_index, "rb") as fh:
-                header = fh.read(8)
-        except OSError:
-            return ()
-        return () if header == b"DIRC\0\0\0\x04" else ("--index-version", "4")
-
-    @property
-    def _tree_memo(self) -> Path:
-        return self.store.root / "stat.tree"
-
-    def _sizes(self, paths: list[bytes]) -> int:
-        root = os.fsencode(self.ws.root)
-        total = 0
-        for path in paths:
-            try:
-                total += os.lstat(os.path.join(root, path)).st_size
-            except OSError:
-                continue
-        return total
-
-    @staticmethod
-    def _keep_private(path: Path) -> None:
-        # git rewrites its index through a lock file created with the umask's mode (0644);
-        # the stat cache lists the user's paths, so it stays 0600 like every store file.
-        try:
-            if stat.S_IMODE(os.stat(path).st_mode) != durable.FILE_MODE:
-                os.chmod(path, durable.FILE_MODE)
-        except FileNotFoundError:
-            pass
+        if skipped is None:
+            statlag.path_of(self.store.root).unlink(missing_ok=True)
+        else:
+            statlag.save(self.store.root, self.store.stat_index, tree, (), skipped, None)
+        return tree
 
     def session_head(self, session_id: str) -> pygit2.Commit | None:
         ref = self.repo.references.get(SESSION_REF + session_id)
@@ -323,29 +193,11 @@ class Snapshotter:
         return str(oid)
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
-        if old_tree == new_tree:
-            return []
-        # A raw tree-to-tree diff needs no index, but git reads the user's anyway (11 MB at
-        # 100k files, ~25 ms of CPU): point it at one that does not exist.
-        out = run_git(["diff-tree", "-r", "-z", "--no-renames", "--raw", old_tree, new_tree],
-                      git_dir=self.ws.git_dir, env=self._no_index).stdout
-        tokens = out.split(b"\0")
-        changes: list[Change] = []
-        for header, path in zip(tokens[0::2], tokens[1::2], strict=False):
-            if not header.startswith(b":"):
-                continue
-            old_mode, new_mode, old_oid, new_oid, status = header[1:].decode().split(" ")
-            changes.append(Change(
-                path=os.fsdecode(path), status=status[:1],
-                old_mode=int(old_mode, 8), new_mode=int(new_mode, 8),
-                old_oid=None if set(old_oid) == {"0"} else old_oid,
-                new_oid=None if set(new_oid) == {"0"} else new_oid,
-            ))
-        return changes
+        """`git diff-tree -r --no-renames --raw` in-process (`treediff`, the daemon's):
+        O(changed paths), and no process per call end."""
+        from gitguard.treediff import diff_trees
 
-    @property
-    def _no_index(self) -> dict[str, str]:
-        return {"GIT_INDEX_FILE": str(self.store.root / "no-index")}
+        return diff_trees(self.repo, old_tree, new_tree)
 
     def patch(self, old_tree: str, new_tree: str, paths: list[str] | None = None) -> bytes:
         """A unified diff `git apply -R` reverses (binary hunks included)."""
@@ -425,40 +277,9 @@ def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
     return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))
 
 
-def _index_checksum(path: Path) -> str | None:
-    """The trailing SHA-1 of an index file: it covers every byte before it."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(-20, os.SEEK_END)
-            tail = fh.read(20)
-    except OSError:
-        return None
-    # index.skipHash (newer git) leaves it all zeros: then it identifies nothing.
-    return tail.hex() if len(tail) == 20 and any(tail) else None
-
-
-def _glob_escape(text: str | bytes) -> str:
-    raw = os.fsdecode(text)
-    return "".join("\\" + c if c in "*?[]\\" else c for c in raw)
-
-
 def in_skipped_dir(rel: str, names: tuple[str, ...]) -> bool:
     """Whether a path lies under a dependency/build dir name (for callers that skip the scan)."""
     return any(part in names for part in rel.split("/")[:-1])
-
-
-def _gone(root: bytes, rel: bytes) -> bool:
-    """True when `rel` no longer names a file: missing, or below a non-directory."""
-    parts = rel.rstrip(b"/").split(b"/")
-    here = root
-    for part in parts[:-1]:
-        here = os.path.join(here, part)
-        try:
-            if not stat.S_ISDIR(os.lstat(here).st_mode):
-                return True
-        except OSError:
-            return True
-    return not os.path.lexists(os.path.join(here, parts[-1]))
 
 
 def workspace_path(store: Store, rel: str) -> Path:

@@ -19,7 +19,7 @@ LEDGER_POINTS = tuple(f"ledger.{when}_{status}" for status in
 KNOWN_POINTS: tuple[str, ...] = (
     "atomic_write.before_replace", "jsonl.before_write", "jsonl.torn_write", "jsonl.after_fsync",
     *LEDGER_POINTS,
-    "snapshot.after_update_index", "snapshot.before_ref",
+    "snapshot.after_update_index", "snapshot.after_tree", "snapshot.before_ref",
     "checkpoint.before_file", "checkpoint.before_index", "checkpoint.after_index",
     "resume.before_checkpoint", "resume.after_checkpoint", "resume.after_mark",
     "resume.before_done",

@@ -28,7 +28,7 @@ from crashkit import (
     workspace_files,
 )
 
-from gitguard import ledger_segment, packing, trace, verify
+from gitguard import ledger_segment, packing, statlag, trace, verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
 
@@ -50,6 +50,19 @@ def setup_started(guard: Guard, repo: Path) -> dict[str, str]:
     guard.begin_call("Bash", PUBLISH, call_id="call_2")
     (repo / "build" / "pkg.tgz").write_bytes(b"tarball")
     (repo / "CHANGELOG.md").write_text("1.0.0\n")
+    return {}
+
+
+def setup_begin_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
+    """A store from before the no-daemon lag state: the next scan takes the git way."""
+    setup_begin(guard, repo)
+    statlag.path_of(guard.store.root).unlink()
+    return {}
+
+
+def setup_started_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
+    setup_started(guard, repo)
+    statlag.path_of(guard.store.root).unlink()
     return {}
 
 
@@ -108,6 +121,11 @@ SCENARIOS = {
                                     json.dumps(PUBLISH), "--call-id", "call_2")),
     "end": Scenario(setup_started, ("call", "end", "call_2", "--status", "succeeded",
                                     "--result", "+ pkg@1.0.0")),
+    "begin-upgraded": Scenario(setup_begin_upgraded, ("call", "begin", "--tool", "Bash",
+                                                      "--input", json.dumps(PUBLISH),
+                                                      "--call-id", "call_2")),
+    "end-upgraded": Scenario(setup_started_upgraded, ("call", "end", "call_2", "--status",
+                                                      "succeeded", "--result", "+ pkg@1.0.0")),
     "end-failed": Scenario(setup_started, ("call", "end", "call_2", "--status", "failed",
                                            "--result", "npm ERR! 403")),
     "resume": Scenario(setup_started, ("resume",)),
@@ -130,14 +148,16 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("jsonl.torn_write", "begin", None),
     ("atomic_write.before_replace", "begin", None),
     ("jsonl.after_fsync", "begin", None),
-    ("snapshot.after_update_index", "begin", None),
+    ("snapshot.after_update_index", "begin-upgraded", None),
+    ("snapshot.after_tree", "begin", None),
     ("snapshot.before_ref", "begin", None),
     ("checkpoint.before_file", "begin", None),
     ("checkpoint.before_index", "begin", None),
     ("checkpoint.after_index", "begin", None),
     ("ledger.before_started", "begin", None),
     ("ledger.after_started", "begin", "uncertain"),
-    ("snapshot.after_update_index", "end", "uncertain"),
+    ("snapshot.after_update_index", "end-upgraded", "uncertain"),
+    ("snapshot.after_tree", "end", "uncertain"),
     ("snapshot.before_ref", "end", "uncertain"),
     ("checkpoint.before_file", "end", "uncertain"),
     ("atomic_write.before_replace", "end", "uncertain"),

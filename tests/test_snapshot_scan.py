@@ -8,7 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import git
+from gitguard import statlag
 from gitguard.api import Guard
 
 
@@ -149,10 +152,12 @@ def _index_version(path: Path) -> int:
     return int.from_bytes(path.read_bytes()[4:8], "big")
 
 
-def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path) -> None:
-    """The seed copies the user's index (v2); the first update-index rewrites it as v4, the
-    smaller format. A store from before (a v2 stat index with its remembered tree) keeps
-    working, and every scan still equals `add -A` on a throwaway index."""
+def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed copies the user's index (v2); the first update-index (a flush of the lag)
+    rewrites it as v4, the smaller format. A store from before (a v2 stat index with the
+    old tree memo, no lag state) keeps working, and every scan still equals `add -A` on a
+    throwaway index."""
     user_index = (repo / ".git" / "index").read_bytes()
     guard = Guard.init(repo)
     stat_index = guard.store.stat_index
@@ -161,21 +166,24 @@ def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path) 
     (repo / "src" / "app.py").write_text("changed\n")
     (repo / "new.txt").write_text("new\n")
     first = guard.snap.write_tree()
+    assert _index_version(stat_index) == 2          # built in-process: the index lags
+    assert first.tree == reference_tree(repo, tmp_path, first.skipped)
+    monkeypatch.setattr(statlag, "LAG_MAX", 0)      # any lag is too much: flush now
+    assert guard.snap.write_tree().tree == first.tree
     assert _index_version(stat_index) == 4
     assert stat_index.stat().st_mode & 0o777 == 0o600
-    assert first.tree == reference_tree(repo, tmp_path, first.skipped)
-    # An old store: its stat index back in v2, as the old code left it; the memo still names
-    # its tree, so an unchanged scan reuses it and the next change converts it.
+    monkeypatch.undo()
+    # An old store: its stat index back in v2 and no lag state, as the old code left it.
     env = {**os.environ, "GIT_INDEX_FILE": str(stat_index)}
     subprocess.run(["git", "update-index", "--index-version", "2"], cwd=repo, env=env,
                    check=True)
+    statlag.path_of(guard.store.root).unlink()
     assert _index_version(stat_index) == 2
     assert guard.snap.write_tree().tree == first.tree
     os.remove(repo / "new.txt")
     (repo / "docs").mkdir()
     (repo / "docs" / "x.md").write_text("x\n")
     later = guard.snap.write_tree()
-    assert _index_version(stat_index) == 4
     assert later.tree == reference_tree(repo, tmp_path, later.skipped)
     assert set(later.changed) == {"new.txt", "docs/x.md"}
     assert (repo / ".git" / "index").read_bytes() == user_index

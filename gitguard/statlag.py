@@ -1,0 +1,173 @@
+"""The no-daemon snapshot between scans: the tree last written, and where the private
+stat index lags behind it.
+
+`git update-index` rewrites the whole stat index (7.8 MB and its SHA-1 at 100k
+files, ~90 ms) and `git write-tree` reads it all again (~100 ms), for a call that
+changed one file. Instead the new tree is the previous one plus the changed paths
+(`treebuild.IncrementalTree`, the daemon's builder, same rules as the scan), and the
+stat index is left behind at those paths: they are the *lag*. What holds:
+
+    the state's tree == the stat index's tree, except at the lag paths.
+
+So a scan's changes since the state's tree are what `git status` reports against
+the stat index plus the lag paths (a lag path may have gone back to the index's
+content, which git then no longer reports). The lag is flushed (update-index of the
+lag paths and write-tree, the old way) once it holds more than `LAG_MAX` paths, so
+git's scan never re-hashes more than that many lagging files.
+
+The state is valid only for the stat index it was saved with (its trailing
+checksum): git status rewrites the index only to refresh stat data or its untracked
+cache, never an entry's content, and the state is saved again with the new checksum
+after each scan. Any other index, a lost or torn state file, a tree not in the
+repository: the git way runs and a new state is saved. It is not fsynced: an older
+state whose checksum still matches stays true (the index did not change since, and
+the lag it names is still where the index may differ), so a lost write only costs a
+git write-tree later.
+
+Content git converts on the way in (attributes, autocrlf: `treebuild.needs_git_filters`),
+a changed `.gitattributes`, a name that is not UTF-8, a nested repository and a
+workspace outside git keep the git way throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitguard import durable, faults
+from gitguard.gitcmd import run_git
+
+if TYPE_CHECKING:
+    from gitguard.snapshot import Snapshotter, TreeResult
+
+LAG_MAX = 256               # lagging paths before a flush: each costs git a re-hash a scan
+STATE_NAME = "stat.state"
+_ATTRIBUTES = b".gitattributes"
+
+
+@dataclass(frozen=True)
+class LagState:
+    index: str                      # the stat index's trailing checksum it goes with
+    tree: str                       # the tree last written
+    lag: frozenset[bytes]           # paths where the stat index may differ from `tree`
+    skipped: tuple[str, ...]        # what `tree` left out (big untracked files, dep dirs)
+    converting: tuple[str, ...] | None  # attribute files that convert content; None: unknown
+
+
+def path_of(store_root: Path) -> Path:
+    return store_root / STATE_NAME
+
+
+def load(store_root: Path, stat_index: Path) -> LagState | None:
+    """The saved state when it goes with the stat index as it is now, else None."""
+    try:
+        data = json.loads(path_of(store_root).read_bytes())
+        state = LagState(index=str(data["index"]), tree=str(data["tree"]),
+                         lag=frozenset(os.fsencode(p) for p in data["lag"]),
+                         skipped=tuple(str(s) for s in data["skipped"]),
+                         converting=(None if data["converting"] is None
+                                     else tuple(str(c) for c in data["converting"])))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return state if state.index == index_checksum(stat_index) else None
+
+
+def save(store_root: Path, stat_index: Path, tree: str, lag: Iterable[bytes],
+         skipped: Iterable[str], converting: tuple[str, ...] | None) -> None:
+    checksum = index_checksum(stat_index)
+    target = path_of(store_root)
+    if checksum is None:
+        target.unlink(missing_ok=True)
+        return
+    text = json.dumps({"index": checksum, "tree": tree,
+                       "lag": sorted(os.fsdecode(p) for p in lag),
+                       "skipped": sorted(skipped),
+                       "converting": None if converting is None else list(converting)})
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, target)
+
+
+def index_checksum(path: Path) -> str | None:
+    """The trailing SHA-1 of an index file: it covers every byte before it."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-20, os.SEEK_END)
+            tail = fh.read(20)
+    except OSError:
+        return None
+    # index.skipHash (newer git) leaves it all zeros: then it identifies nothing.
+    return tail.hex() if len(tail) == 20 and any(tail) else None
+
+
+def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
+            skipped: Iterable[str]) -> TreeResult | None:
+    """The state's tree plus `paths` (and the lag), saved as the new state; None when the
+    git way must build it (then nothing was saved)."""
+    from gitguard.snapshot import TreeResult, file_at
+    from gitguard.treebuild import NeedsFullScan, needs_git_filters
+
+    paths = list(paths)
+    asked = {p.rstrip(b"/") for p in paths}
+    todo = asked | state.lag
+    if not snap.ws.is_git or len(todo) > LAG_MAX:
+        return None
+    if any(p.rsplit(b"/", 1)[-1] == _ATTRIBUTES or not p for p in todo):
+        return None
+    if any(p.endswith(b"/") for p in paths):
+        return None     # a nested repository: update-index records it as git does
+    converting = state.converting
+    if converting is None:
+        converting = _converting_attributes(snap)
+    if needs_git_filters(snap.repo, converting) is not None:
+        return None
+    from gitguard.treebuild import IncrementalTree
+
+    # Objects go loose, as `git update-index` and `git write-tree` wrote them: without the
+    # daemon, `calls.end` packs them (packing.maybe_pack) once there are enough.
+    builder = IncrementalTree(snap.repo, str(snap.ws.root), snap.settings.untracked_size_cap,
+                              state.tree, skipped, store=None)
+    try:
+        result = builder.advance(todo)
+    except (NeedsFullScan, KeyError):
+        return None
+    # Killed here: the new objects are written and named by nothing; the saved state is
+    # still the old one, true for the index as it is, so the next scan redoes this.
+    faults.point("snapshot.after_tree")
+    save(snap.store.root, snap.store.stat_index, result.tree, todo, result.skipped, converting)
+    # What changed is what git reported, and the lag paths that differ from the old tree
+    # (the others were already in it).
+    old, new = snap.repo.get(state.tree), snap.repo.get(result.tree)
+    assert isinstance(old, pygit2.Tree) and isinstance(new, pygit2.Tree)
+    changed = sorted(asked | {p for p in state.lag - asked
+                              if file_at(old, os.fsdecode(p)) != file_at(new, os.fsdecode(p))})
+    return TreeResult(tree=result.tree, changed=tuple(os.fsdecode(p) for p in changed),
+                      skipped=result.skipped, base=state.tree)
+
+
+def _converting_attributes(snap: Snapshotter) -> tuple[str, ...]:
+    """Attribute files that make git convert content (the engine's rule). Asked of the
+    stat index: no lag path is a .gitattributes (`advance` refuses those), so the index
+    lists every one the tree holds."""
+    from gitguard.treebuild import converts_content
+
+    out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"],
+                  git_dir=snap.ws.git_dir, work_tree=snap.ws.root,
+                  env={"GIT_INDEX_FILE": str(snap.store.stat_index)}).stdout
+    found = []
+    for raw in filter(None, out.split(b"\0")):
+        try:
+            text = (snap.ws.root / os.fsdecode(raw)).read_bytes()
+        except OSError:
+            continue
+        if converts_content(text):
+            found.append(os.fsdecode(raw))
+    return tuple(found)
