@@ -143,12 +143,13 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
     # still the old one, true for the index as it is, so the next scan redoes this.
     faults.point("snapshot.after_tree")
     save(snap.store.root, snap.store.stat_index, result.tree, todo, result.skipped, converting)
-    # What changed is what git reported, and the lag paths that differ from the old tree
-    # (the others were already in it).
+    # What changed: the paths whose entry differs from the old tree. Not simply what was
+    # asked: git reports a lag path even when its file is as the old tree has it (the
+    # stat index is behind there), and a declared path may not have been written at all.
     old, new = snap.repo.get(state.tree), snap.repo.get(result.tree)
     assert isinstance(old, pygit2.Tree) and isinstance(new, pygit2.Tree)
-    changed = sorted(asked | {p for p in state.lag - asked
-                              if file_at(old, os.fsdecode(p)) != file_at(new, os.fsdecode(p))})
+    changed = sorted(p for p in todo
+                     if file_at(old, os.fsdecode(p)) != file_at(new, os.fsdecode(p)))
     return TreeResult(tree=result.tree, changed=tuple(os.fsdecode(p) for p in changed),
                       skipped=result.skipped, base=state.tree)
 

@@ -56,7 +56,8 @@ def test_a_claude_code_session_through_the_hook(repo: Path) -> None:
     assert [p["path"] for p in edit["filePatches"]] == ["src/app.py"]
     response = payload("claude_code/post_tool_use_edit.json", repo)["tool_response"]
     store = repo / ".git" / "gitguard"
-    assert (store / edit["resultRef"]).read_bytes() == durable.canonical_json(response)
+    with Guard.open(repo) as guard:      # in the session's artifact journal, not a file
+        assert guard.store.read_artifact(edit["resultRef"]) == durable.canonical_json(response)
     failed = ledger["toolu_01NpmTest5Hw"]
     assert failed["status"] == "failed" and "2 tests failed" in failed["errorSummary"]
 

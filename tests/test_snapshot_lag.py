@@ -175,3 +175,20 @@ def test_incremental_trees_equal_full_scans_after_random_edits(
     final = guard.snap.write_tree()
     assert final.tree == reference_tree(repo, tmp_path, final.skipped)
     assert _user_index(repo) == before
+
+
+def test_a_lagging_path_that_did_not_change_is_not_reported_changed(repo: Path) -> None:
+    # git status reports a lag path (the stat index is behind there) even when the file
+    # is as the last tree has it: the snapshot must not count it as a change again.
+    guard = Guard.init(repo)
+    guard.checkpoint(kind="manual", step_id="s0")
+    entry = guard.begin_call("Write", {"file_path": "notes.txt"}, writes=["notes.txt"])
+    (repo / "notes.txt").write_text("agent\n")
+    guard.end_call(entry.call_id, "succeeded", "ok")
+    state = statlag.load(guard.store.root, guard.store.stat_index)
+    assert state is not None and b"notes.txt" in state.lag
+
+    again = guard.snap.write_tree()
+    assert again.changed == () and again.tree == state.tree
+    (repo / "src" / "app.py").write_text("the user's edit\n")
+    assert guard.snap.write_tree().changed == ("src/app.py",)
