@@ -37,14 +37,13 @@ from gitguard import attrlog, checkpoints, ledger
 from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
 from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
-from gitguard.gitcmd import run_git
 from gitguard.models import ToolLedgerEntry
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 from gitguard.treebuild import (
     IncrementalTree,
     NeedsFullScan,
-    converts_content,
+    converting_attributes,
     needs_git_filters,
     tree_of,
 )
@@ -283,19 +282,7 @@ class Engine:
         return False
 
     def _converting_attributes(self) -> list[str]:
-        """Attribute files that make git convert content on the way in."""
-        out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"],
-                      git_dir=self.ws.git_dir, work_tree=self.ws.root,
-                      env={"GIT_INDEX_FILE": str(self.store.stat_index)}).stdout
-        found = []
-        for raw in filter(None, out.split(b"\0")):
-            try:
-                text = (self.ws.root / os.fsdecode(raw)).read_bytes()
-            except OSError:
-                continue
-            if converts_content(text):
-                found.append(os.fsdecode(raw))
-        return found
+        return converting_attributes(self.ws.root, self.ws.git_dir, self.store.stat_index)
 
     # --- call windows and records ----------------------------------------------------
     def opened(self, entry: ToolLedgerEntry, tool_input: dict[str, Any]) -> None:

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitguard import durable, faults
-from gitguard.gitcmd import run_git
 
 if TYPE_CHECKING:
     from gitguard.snapshot import Snapshotter, TreeResult
@@ -158,17 +157,6 @@ def _converting_attributes(snap: Snapshotter) -> tuple[str, ...]:
     """Attribute files that make git convert content (the engine's rule). Asked of the
     stat index: no lag path is a .gitattributes (`advance` refuses those), so the index
     lists every one the tree holds."""
-    from gitguard.treebuild import converts_content
+    from gitguard.treebuild import converting_attributes
 
-    out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"],
-                  git_dir=snap.ws.git_dir, work_tree=snap.ws.root,
-                  env={"GIT_INDEX_FILE": str(snap.store.stat_index)}).stdout
-    found = []
-    for raw in filter(None, out.split(b"\0")):
-        try:
-            text = (snap.ws.root / os.fsdecode(raw)).read_bytes()
-        except OSError:
-            continue
-        if converts_content(text):
-            found.append(os.fsdecode(raw))
-    return tuple(found)
+    return tuple(converting_attributes(snap.ws.root, snap.ws.git_dir, snap.store.stat_index))

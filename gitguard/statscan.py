@@ -8,6 +8,7 @@ only ever read. (Split out of snapshot.py, which builds and records the trees.)
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -203,17 +204,31 @@ def _glob_escape(text: str | bytes) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in raw)
 
 
-def gone_path(root: bytes, rel: bytes) -> bool:
-    """True when `rel` no longer names a file: missing, or below a non-directory."""
-    parts = rel.rstrip(b"/").split(b"/")
+def lstat_inside(root: bytes, parts: list[bytes]) -> os.stat_result | None:
+    """The path's own lstat; None when it is gone or lies below a non-directory (git does
+    not look through a symlinked directory). Other errors (a permission) are raised."""
     here = root
     for part in parts[:-1]:
         here = os.path.join(here, part)
         try:
             if not stat.S_ISDIR(os.lstat(here).st_mode):
-                return True
-        except OSError:
-            return True
-    return not os.path.lexists(os.path.join(here, parts[-1]))
+                return None
+        except FileNotFoundError:
+            return None
+    try:
+        return os.lstat(os.path.join(here, parts[-1]))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise
+
+
+def gone_path(root: bytes, rel: bytes) -> bool:
+    """True when `rel` no longer names a file: missing, below a non-directory, or out of
+    reach."""
+    try:
+        return lstat_inside(root, rel.rstrip(b"/").split(b"/")) is None
+    except OSError:
+        return True
 
 

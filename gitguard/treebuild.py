@@ -27,18 +27,20 @@ git converts on the way in (text/eol/filter attributes, core.autocrlf; see
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pygit2
 
 from gitguard import packwrite
+from gitguard.gitcmd import run_git
 from gitguard.snapshot import TreeResult
+from gitguard.statscan import lstat_inside
 from gitguard.store import Store
 
 BLOB = 0o100644
@@ -94,6 +96,22 @@ def converts_content(attributes: bytes) -> bool:
             if name in CONVERTING:
                 return True
     return False
+
+
+def converting_attributes(root: Path, git_dir: Path, stat_index: Path) -> list[str]:
+    """The attribute files the stat index lists that make git convert content on the way
+    in (the daemon's engine and the no-daemon `statlag` ask the same question)."""
+    out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"], git_dir=git_dir,
+                  work_tree=root, env={"GIT_INDEX_FILE": str(stat_index)}).stdout
+    found = []
+    for raw in filter(None, out.split(b"\0")):
+        try:
+            text = (root / os.fsdecode(raw)).read_bytes()
+        except OSError:
+            continue
+        if converts_content(text):
+            found.append(os.fsdecode(raw))
+    return found
 
 
 def needs_git_filters(repo: pygit2.Repository, converting: Iterable[str]) -> str | None:
@@ -217,22 +235,7 @@ class IncrementalTree:
         node.leaf, node.delete = leaf, leaf is None
 
     def _lstat(self, parts: list[bytes]) -> os.stat_result | None:
-        """The path's own lstat; None when it is gone or lies below a non-directory
-        (git does not look through a symlinked directory)."""
-        here = self.root
-        for part in parts[:-1]:
-            here = os.path.join(here, part)
-            try:
-                if not stat.S_ISDIR(os.lstat(here).st_mode):
-                    return None
-            except FileNotFoundError:
-                return None
-        try:
-            return os.lstat(os.path.join(here, parts[-1]))
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                return None
-            raise
+        return lstat_inside(self.root, parts)
 
     def _under_gitlink(self, parts: list[bytes]) -> bool:
         for depth in range(1, len(parts)):
