@@ -282,3 +282,19 @@ def test_retention_policy() -> None:
         "b3": ["last", "young session", "newest complete"]}
     old = retention.choose(rows, Retention(keep_first=0, keep_last=1, keep_days=0), now)
     assert old.prune == ["a1", "a2", "a4", "a5", "a6", "a7", "b1", "b2"]
+
+
+def test_a_checkpoint_id_is_never_given_out_twice_after_gc(repo: Path) -> None:
+    """`checkpoints.next_id` counts up from the highest id still in the index, so gc must
+    never prune today's highest: it is always some session's last checkpoint."""
+    guard = agent_session(repo, calls=4)
+    guard.start_session("s2")
+    entry = guard.begin_call("Write", {"file_path": "other.txt"}, writes=["other.txt"])
+    (repo / "other.txt").write_text("other\n")
+    guard.end_call(entry.call_id, "succeeded", "wrote")
+    issued = [r.checkpoint_id for r in guard.checkpoints()]
+    gg(repo, "gc", env={"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "1",
+                        "GITGUARD_GC_KEEP_FIRST": "0"})
+    assert len(Guard.open(repo).checkpoints()) < len(issued), "gc pruned something"
+    fresh = Guard.open(repo).checkpoint("manual", "after gc").checkpoint_id
+    assert fresh not in issued and fresh > max(issued)
