@@ -41,8 +41,9 @@ def error_summary(result: bytes) -> str:
 def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest: str,
                   policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
     """The earlier call this one repeats, or a ReplayRefused when the policy says no."""
-    earlier = [e for e in state.in_order() if e.session_id == session_id and e.tool_name == tool
-               and e.input_hash == digest and e.status in BLOCKING_STATUSES]
+    # Looked up by key, not a walk of the whole ledger: O(this input's runs), not O(history).
+    earlier = [e for e in state.runs_of((session_id, tool, digest))
+               if e.status in BLOCKING_STATUSES]
     if not earlier:
         return None
     prior = earlier[-1]
