@@ -24,7 +24,9 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+import queue
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -81,23 +83,78 @@ def decode(line: bytes) -> tuple[str, bytes] | None:
     return unquote(quoted.decode("ascii", errors="replace")), stored
 
 
-def append(path: Path, items: Iterable[tuple[str, bytes]]) -> None:
+def append(path: Path, items: Iterable[tuple[str, bytes]], *, background: bool = False
+           ) -> Callable[[], None]:
     """Append (name, stored bytes) lines and fsync; the directory too when the journal is
-    new. Under the store lock, after the torn-tail repair (`Store.append_artifacts`)."""
+    new. Under the store lock, after the torn-tail repair (`Store.append_artifacts`).
+
+    Returns `wait`: it returns once the lines are durable (raising what the fsync
+    raised). `background=True` runs the fsync in a thread, so the caller's next writes
+    (a checkpoint's) overlap it; the caller must `wait()` before any record names them."""
     payload = b"".join(encode(name, stored) for name, stored in items)
     if not payload:
-        return
+        return _durable
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, durable.FILE_MODE)
     try:
         view = memoryview(payload)
         while view:                     # a short write (a full disk) is not a silent one
             view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    if not background:
+        _sync(fd, path, created)
+        return _durable
+    return _in_background(lambda: _sync(fd, path, created))
+
+
+# One fsync worker per process, started on first use: starting a thread per append makes
+# the caller wait until the new thread runs, which on a loaded machine cost more than the
+# fsync it was to hide. The pid check starts a new one in a forked child.
+_Job = tuple[Callable[[], None], list[BaseException], threading.Event]
+_WORKER: tuple[int, queue.SimpleQueue[_Job]] | None = None
+
+
+def _in_background(job: Callable[[], None]) -> Callable[[], None]:
+    global _WORKER
+    if _WORKER is None or _WORKER[0] != os.getpid():
+        jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        threading.Thread(target=_work, args=(jobs,), name="gitguard-fsync", daemon=True).start()
+        _WORKER = (os.getpid(), jobs)
+    failed: list[BaseException] = []
+    done = threading.Event()
+    _WORKER[1].put((job, failed, done))
+
+    def wait() -> None:
+        done.wait()
+        if failed:
+            raise failed[0]
+    return wait
+
+
+def _work(jobs: queue.SimpleQueue[_Job]) -> None:
+    while True:
+        job, failed, done = jobs.get()
+        try:
+            job()
+        except BaseException as exc:  # noqa: BLE001 - handed to wait(), raised there
+            failed.append(exc)
+        finally:
+            done.set()
+
+
+def _sync(fd: int, path: Path, created: bool) -> None:
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
     if created:
         durable.fsync_dir(path.parent)
+
+
+def _durable() -> None:
+    """wait() of an append that is durable already."""
 
 
 def read(path: Path) -> dict[str, bytes]:

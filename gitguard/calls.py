@@ -41,8 +41,9 @@ def error_summary(result: bytes) -> str:
 def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest: str,
                   policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
     """The earlier call this one repeats, or a ReplayRefused when the policy says no."""
-    earlier = [e for e in state.in_order() if e.session_id == session_id and e.tool_name == tool
-               and e.input_hash == digest and e.status in BLOCKING_STATUSES]
+    # Looked up by key, not a walk of the whole ledger: O(this input's runs), not O(history).
+    earlier = [e for e in state.runs_of((session_id, tool, digest))
+               if e.status in BLOCKING_STATUSES]
     if not earlier:
         return None
     prior = earlier[-1]
@@ -92,30 +93,32 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                        reason=refused.message)
             raise
         stored_input = durable.canonical_json(redacted_input)
-        # Appended to the session's artifact journal and fsynced: no file of its own.
-        input_ref = g.store.append_artifacts(session.session_id,
-                                             [(f"input_{call_id}.json", stored_input)])[0]
-        planned = ToolLedgerEntry(
-            call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
-            tool_name=tool, input_hash=digest, status="planned",
-            risk_level=risk or cls.risk_level, idempotency=idempotency or cls.idempotency,
-            replay_policy=policy, side_effects=tuple(side_effects) or cls.side_effects,
-            session_id=session.session_id, planned_at=clock.stamp(),
-            summary=summarize(redacted_input),
-            classification_reason=("set by the caller" if (idempotency or replay) else cls.reason),
-            input_ref=input_ref, declared_writes=declared, replay_of=replay_of,
-            compensates=compensates,
-            note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
-        )
-        # The pre checkpoint first, then planned and started in one append (one fsync): a
-        # kill in between leaves a checkpoint no entry names, which resume and verify
-        # accept; a call is in the ledger only once it is started. The checkpoint's seq is
-        # the ledger's last before the call, so it never points past the ledger.
-        tree = g.snap.write_tree()
-        pre = checkpoints.write(g.store, g.snap, checkpoints.read_index(g.store),
-                                session_id=session.session_id, kind="pre", tree=tree,
-                                ledger_seq=state.last_seq, step_id=planned.step_id,
-                                call_id=call_id)
+        # Appended to the session's artifact journal: no file of its own. Its fsync runs
+        # while the pre checkpoint is written; both are durable before the ledger names them.
+        with g.store.appending_artifacts(session.session_id,
+                                         [(f"input_{call_id}.json", stored_input)]) as refs:
+            planned = ToolLedgerEntry(
+                call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
+                tool_name=tool, input_hash=digest, status="planned",
+                risk_level=risk or cls.risk_level, idempotency=idempotency or cls.idempotency,
+                replay_policy=policy, side_effects=tuple(side_effects) or cls.side_effects,
+                session_id=session.session_id, planned_at=clock.stamp(),
+                summary=summarize(redacted_input),
+                classification_reason=("set by the caller" if (idempotency or replay)
+                                       else cls.reason),
+                input_ref=refs[0], declared_writes=declared, replay_of=replay_of,
+                compensates=compensates,
+                note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
+            )
+            # The pre checkpoint first, then planned and started in one append (one fsync): a
+            # kill in between leaves a checkpoint no entry names, which resume and verify
+            # accept; a call is in the ledger only once it is started. The checkpoint's seq is
+            # the ledger's last before the call, so it never points past the ledger.
+            tree = g.snap.write_tree()
+            pre = checkpoints.write(g.store, g.snap, checkpoints.read_index(g.store),
+                                    session_id=session.session_id, kind="pre", tree=tree,
+                                    ledger_seq=state.last_seq, step_id=planned.step_id,
+                                    call_id=call_id)
         started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                              "pre_checkpoint_id": pre.checkpoint_id})
         ledger.append_entries(g.store, state, [planned, started])
@@ -157,11 +160,12 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         items = [(PATCH_NAME.format(call_id), patch)] if patches else []
         if data is not None:
             items.append((f"result_{call_id}.txt", data))
-        refs = g.store.append_artifacts(entry.session_id, items)
-        result_ref = refs[-1] if data is not None else None
-        post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
-                                 kind="post", tree=tree, ledger_seq=state.last_seq,
-                                 step_id=entry.step_id, call_id=call_id)
+        # Its fsync runs while the post checkpoint is written (as at begin).
+        with g.store.appending_artifacts(entry.session_id, items) as refs:
+            result_ref = refs[-1] if data is not None else None
+            post = checkpoints.write(g.store, g.snap, index, session_id=entry.session_id,
+                                     kind="post", tree=tree, ledger_seq=state.last_seq,
+                                     step_id=entry.step_id, call_id=call_id)
         finished = entry.model_copy(update={
             "status": status, "finished_at": clock.stamp(), "result_ref": result_ref,
             "post_checkpoint_id": post.checkpoint_id, "file_patches": patches,

@@ -29,6 +29,14 @@ def input_hash(tool_input: Any) -> str:
     return "sha256:" + hashlib.sha256(durable.canonical_json(tool_input)).hexdigest()
 
 
+# (session id, tool name, input hash): what the replay check looks calls up by.
+RunKey = tuple[str, str, str]
+
+
+def run_key(entry: ToolLedgerEntry) -> RunKey:
+    return entry.session_id, entry.tool_name, entry.input_hash
+
+
 @dataclass
 class LedgerState:
     entries: dict[str, ToolLedgerEntry] = field(default_factory=dict)
@@ -37,6 +45,13 @@ class LedgerState:
     actions: list[LedgerEvent] = field(default_factory=list)
     last_seq: int = 0
     torn: bytes = b""
+    # run_key -> callIds in order: the replay check at every `call begin` looks up its
+    # key instead of walking the whole ledger. Kept up to date where `entries` changes
+    # (note_updates); None: built on first use.
+    by_run: dict[RunKey, tuple[str, ...]] | None = None
+    # The cached fold this state is a copy of (ledger.read): an index built here is handed
+    # back to it, so a process builds it once, and only when it checks a replay.
+    source: LedgerState | None = field(default=None, compare=False, repr=False)
 
     def get(self, call_id: str) -> ToolLedgerEntry:
         try:
@@ -48,10 +63,39 @@ class LedgerState:
     def in_order(self) -> list[ToolLedgerEntry]:
         return [self.entries[c] for c in self.order]
 
+    def runs_of(self, key: RunKey) -> list[ToolLedgerEntry]:
+        """The calls with this run_key, in ledger order: what filtering in_order() by the
+        key gives (tests/test_replay_index.py compares the two)."""
+        if self.by_run is None:
+            runs: dict[RunKey, list[str]] = {}
+            for call_id in self.order:
+                runs.setdefault(run_key(self.entries[call_id]), []).append(call_id)
+            self.by_run = {found: tuple(ids) for found, ids in runs.items()}
+            source = self.source
+            if (source is not None and source.by_run is None and source.last_seq == self.last_seq
+                    and len(source.order) == len(self.order)):
+                source.by_run = dict(self.by_run)       # the same fold: nothing appended since
+        return [self.entries[c] for c in self.by_run.get(key, ())]
+
+    def note_updates(self, updates: dict[str, ToolLedgerEntry]) -> None:
+        """Keep by_run in step before `updates` (callId -> newest entry, new calls in the
+        order they appear in the ledger) go into `entries`."""
+        if self.by_run is None:
+            return
+        for call_id, entry in updates.items():
+            key = run_key(entry)
+            before = self.entries.get(call_id)
+            if before is None:
+                self.by_run[key] = (*self.by_run.get(key, ()), call_id)
+            elif run_key(before) != key:
+                self.by_run = None          # never seen in practice: rebuild on next use
+                return
+
     def copy(self) -> LedgerState:
-        """Containers copied, entries shared (they are frozen models)."""
+        """Containers copied, entries shared (they are frozen models), by_run's tuples too."""
         return LedgerState(dict(self.entries), list(self.order), dict(self.first_seq),
-                           list(self.actions), self.last_seq, self.torn)
+                           list(self.actions), self.last_seq, self.torn,
+                           None if self.by_run is None else dict(self.by_run))
 
 
 # The state this process last folded per ledger, and how far into the file it reaches:
@@ -73,7 +117,9 @@ def read(store: Store) -> LedgerState:
         if tail is not None and _apply_tail(cached[1], tail.data):
             cached[1].torn = tail.torn
             _FOLDED[path] = (tail.mark, cached[1])
-            return cached[1].copy()
+            state = cached[1].copy()
+            state.source = cached[1]
+            return state
     return read_full(store)
 
 
@@ -93,6 +139,7 @@ def read_full(store: Store) -> LedgerState:
         while len(_FOLDED) >= _FOLDED_MAX:
             del _FOLDED[next(iter(_FOLDED))]
         _FOLDED[path] = (tailcache.mark_of(raw, st), state.copy())
+        state.source = _FOLDED[path][1]
     return state
 
 
@@ -122,7 +169,9 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
         elif call_id not in state.entries and call_id not in first:
             order.append(call_id)
             first[call_id] = seq
-    state.entries.update(ledger_fold.validate(latest))
+    updates = ledger_fold.validate(latest)
+    state.note_updates(updates)
+    state.entries.update(updates)
     state.order += order
     state.first_seq.update(first)
     state.actions.extend(actions)
@@ -174,6 +223,7 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
     state.actions += done
     seq += len(done)
     for entry in entries:
+        state.note_updates({entry.call_id: entry})
         if entry.call_id not in state.entries:
             state.order.append(entry.call_id)
         state.entries[entry.call_id] = entry

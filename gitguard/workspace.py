@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,32 +80,48 @@ def ensure_object_store(ws: Workspace) -> None:
 
 
 def safe_relpath(ws: Workspace, path: str | os.PathLike[str]) -> str:
-    """Normalise a path to workspace-relative form; refuse anything that leaves the workspace."""
+    """Normalise a path to workspace-relative form; refuse anything that leaves the workspace.
+
+    On strings, not Path objects: every `call begin` runs it for each declared path, and
+    the pathlib version cost ~0.2 ms a path (tests/test_workspace_relpath.py compares the
+    two over odd paths and symlinks)."""
     raw = os.fspath(path)
     if not raw:
         raise UnsafePath("an empty path is not a workspace file",
                          "name a file inside the workspace")
-    candidate = Path(raw)
-    absolute = candidate if candidate.is_absolute() else ws.root / candidate
-    normal = Path(os.path.normpath(absolute))
-    try:
-        rel = normal.relative_to(ws.root)
-    except ValueError:
-        raise UnsafePath(f"{raw} is outside the workspace {ws.root}",
-                         "gitguard only reads and writes files inside the workspace") from None
-    if not rel.parts:
+    root = str(ws.root)
+    normal = os.path.normpath(raw if raw.startswith("/") else os.path.join(root, raw))
+    prefix = root if root.endswith("/") else root + "/"
+    if normal == root:
         raise UnsafePath(f"{raw} is the workspace itself, not a file in it",
                          "name a file inside the workspace")
-    if rel.parts[0] in (".git", NON_GIT_STORE):
+    if not normal.startswith(prefix):
+        raise UnsafePath(f"{raw} is outside the workspace {ws.root}",
+                         "gitguard only reads and writes files inside the workspace")
+    rel = normal[len(prefix):]
+    parts = rel.split("/")
+    if parts[0] in (".git", NON_GIT_STORE):
         raise UnsafePath(f"{raw} is inside gitguard's or git's own store",
                          "gitguard never writes there on an agent's behalf")
     # A symlinked parent directory could lead out of the workspace.
-    parent = ws.root
-    for part in rel.parts[:-1]:
-        parent = parent / part
-        if parent.is_symlink():
-            target = parent.resolve()
+    parent = root
+    for part in parts[:-1]:
+        parent = os.path.join(parent, part)
+        if _is_symlink(parent):
+            target = Path(parent).resolve()
             if target != ws.root and ws.root not in target.parents:
                 raise UnsafePath(f"{raw} goes through the symlink {parent} out of the workspace",
                                  "gitguard never follows a link out of the workspace")
-    return rel.as_posix()
+    return rel
+
+
+def _is_symlink(path: str) -> bool:
+    """Path.is_symlink on a string: False when there is nothing there, other errors raise."""
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            raise
+        return False
+    except ValueError:
+        return False

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from storage_helpers import calls
 
 from conftest import gg
@@ -107,3 +108,25 @@ def test_a_store_with_artifact_files_stays_readable_and_gc_bundles_both(repo: Pa
     after = Guard.open(repo)
     assert {r: after.store.read_artifact(r or "") for r in expected} == expected
     assert verify.problems(after.store, after.snap) == []
+
+
+def test_a_background_fsync_writes_what_a_waited_one_writes(tmp_path: Path) -> None:
+    """The call path appends with the fsync in the background (overlapping the checkpoint
+    write): the journal's bytes are the same, durable once `wait` returns, and an fsync
+    that fails is raised by `wait`."""
+    items = [("input_call_1.json", b'{"a": 1}'), ("result_call_1.txt", bytes(range(256)))]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    artifact_journal.append(tmp_path / "a" / "journal-s.log", items)()
+    waits = [artifact_journal.append(tmp_path / "b" / "journal-s.log", [item], background=True)
+             for item in items]
+    for wait in waits:
+        wait()
+    assert (tmp_path / "b" / "journal-s.log").read_bytes() == \
+        (tmp_path / "a" / "journal-s.log").read_bytes()
+
+    def broken() -> None:
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(OSError, match="Input/output error"):
+        artifact_journal._in_background(broken)()

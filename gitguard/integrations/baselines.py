@@ -93,9 +93,11 @@ def left_by_user(store: Store, snap: Snapshotter, index: Index, since_checkpoint
     A call's pre-to-post diff must not claim these: a `git checkout` the user ran while the
     call was open changed them, not the call.
     """
+    if not journal(store).exists():     # before the O(checkpoints) map: the common case
+        return {}
     position = {row.checkpoint_id: i for i, row in enumerate(index.rows)}
     start = position.get(since_checkpoint)
-    if start is None or not journal(store).exists():
+    if start is None:
         return {}
     left: dict[str, str | None] = {}
     for record in read(store):
