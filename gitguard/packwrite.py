@@ -16,6 +16,7 @@ renames: the snapshot commit and its ref come after `write_objects` returns.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -51,7 +52,7 @@ def write_objects(repo: pygit2.Repository, store: Store | None,
         return None
     if (store is None or len(objects) <= threshold
             or len(packing.read_state(store).get("packs", [])) >= limit):
-        loose = _loose_dir(repo, store)
+        loose = loose_dir(repo, store)
         for oid, kind, data in objects:
             if loose is None:
                 repo.odb.write(kind, data)
@@ -66,7 +67,7 @@ _NAMES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.
 _OBJECT_DIRS: dict[Path, bytes] = {}
 
 
-def _loose_dir(repo: pygit2.Repository, store: Store | None) -> bytes | None:
+def loose_dir(repo: pygit2.Repository, store: Store | None) -> bytes | None:
     """Where `write_loose` may put objects, or None to leave it to libgit2 (no store, or
     a shared repository whose modes git would set otherwise)."""
     if store is None or "core.sharedRepository" in repo.config:
@@ -75,6 +76,52 @@ def _loose_dir(repo: pygit2.Repository, store: Store | None) -> bytes | None:
     if found is None:
         found = _OBJECT_DIRS[store.ws.git_dir] = os.fsencode(packing.objects_dir(store.ws))
     return found
+
+
+def ensure_fanouts(repo: pygit2.Repository, store: Store) -> int:
+    """Make the 256 fan-out directories of objects/ that are missing; how many it made.
+
+    Off the snapshot path (daemon start, idle time): a 1-file snapshot writes ~6 loose
+    objects, and on a repository with few loose objects most of them needed a new
+    fan-out directory first, a mkdir each (mean ~1 ms under load, up to 28 ms measured)
+    inside the call. `git prune-packed` (our idle packing) removes the empty ones again,
+    so idle time checks. Costs a directory block each (1 MiB for all), as git's own
+    repositories with loose objects have."""
+    objects = loose_dir(repo, store)
+    if objects is None:
+        return 0
+    try:
+        present = {n for n in os.listdir(objects) if len(n) == 2}
+    except FileNotFoundError:
+        return 0
+    made = 0
+    for i in range(256):
+        name = b"%02x" % i
+        if name not in present:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.join(objects, name))
+                made += 1
+    return made
+
+
+class Fanouts:
+    """`ensure_fanouts` when objects/ changed since the last look (one stat otherwise):
+    the daemon asks at start and in idle time."""
+
+    def __init__(self, repo: pygit2.Repository, store: Store) -> None:
+        self.repo = repo
+        self.store = store
+        self.seen = 0
+
+    def check(self) -> None:
+        objects = loose_dir(self.repo, self.store)
+        try:
+            if objects is None or os.stat(objects).st_mtime_ns == self.seen:
+                return
+            ensure_fanouts(self.repo, self.store)
+            self.seen = os.stat(objects).st_mtime_ns
+        except OSError:
+            return      # no objects/ to speak of: snapshots make what they need
 
 
 def _create(fanout: bytes, tmp: bytes) -> int:

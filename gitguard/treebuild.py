@@ -342,7 +342,8 @@ def object_id(kind: int, data: bytes) -> bytes:
     return digest.digest()
 
 
-_KIND_NAMES = {_BLOB_T: b"blob", _TREE_T: b"tree"}
+_KIND_NAMES = {_BLOB_T: b"blob", _TREE_T: b"tree",
+               int(pygit2.enums.ObjectType.COMMIT): b"commit"}
 
 
 _ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)

@@ -145,3 +145,49 @@ def test_tracked_ignored_files_stay_in_the_daemon_tree(repo: Path) -> None:
         assert "keep.log" in git(repo, "ls-tree", "--name-only", fast.tree)
     finally:
         daemon.shutdown()
+
+
+def test_fanout_directories_are_made_at_start_and_again_in_idle_time(repo: Path) -> None:
+    sink: queue.SimpleQueue[Item] = queue.SimpleQueue()
+    source = ScriptedSource(sink)
+    ws = discover(repo)
+    Store(ws).create()
+    daemon = Daemon(ws, logging.getLogger("gitguard.test"), source=source, sink=sink)
+    daemon.start(serve_socket=False)
+    objects = repo / ".git" / "objects"
+
+    def fanouts() -> set[str]:
+        return {n for n in os.listdir(objects) if len(n) == 2}
+
+    try:
+        assert fanouts() == {f"{i:02x}" for i in range(256)}
+        (repo / "src" / "app.py").write_text("changed\n")
+        source.emit("write", "src/app.py")
+        with daemon.guard.store.writing():
+            tree = daemon.engine.tree_now()
+            daemon.guard.snap.commit(tree.tree, "s", {"kind": "test"})
+        git(repo, "repack", "-q")
+        git(repo, "prune-packed")                   # what our idle packing runs
+        assert len(fanouts()) < 256
+        daemon.engine.sync_records()                # idle time
+        assert fanouts() == {f"{i:02x}" for i in range(256)}
+        assert git(repo, "fsck", "--strict", "--no-dangling").strip() == ""
+    finally:
+        daemon.shutdown()
+
+
+def test_the_daemon_commit_is_the_commit_libgit2_writes(repo: Path) -> None:
+    from gitguard.fastsnap import commit_bytes
+    from gitguard.snapshot import AUTHOR
+
+    lib = pygit2.Repository(str(repo))
+    head = lib.head.target
+    tree = str(lib[head].tree_id)
+    for parents, message in (([], "gitguard snapshot\n\n{}\n"),
+                             ([str(head)], 'gitguard snapshot\n\n{"kind": "pre", "x": "é"}\n')):
+        sig = pygit2.Signature(*AUTHOR, 1_796_000_000, 0)
+        expected = lib.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree),
+                                     [pygit2.Oid(hex=p) for p in parents])
+        data = commit_bytes(tree, parents, 1_796_000_000, message)
+        assert object_id(int(pygit2.enums.ObjectType.COMMIT), data).hex() == str(expected)
+        assert bytes(lib[expected].read_raw()) == data
