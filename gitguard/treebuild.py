@@ -375,11 +375,14 @@ def _lstat_dir(full: bytes) -> bool:
 
 def _read(full: bytes, size: int) -> bytes:
     """A file's bytes with open, read, close: `open()` adds an fstat, an ioctl and two
-    lseeks per file (100 files per snapshot). Reads to the end: the size is a hint."""
+    lseeks per file (100 files per snapshot). Reads to the end: the size is a hint, and a
+    short read of a regular file is its end."""
     fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = [os.read(fd, size + 1)]
-        while chunks[-1]:
+        if len(chunks[0]) <= size:
+            return chunks[0]
+        while chunks[-1]:           # it grew since the lstat
             chunks.append(os.read(fd, max(size, 1 << 16)))
     finally:
         os.close(fd)

@@ -191,3 +191,15 @@ def test_the_daemon_commit_is_the_commit_libgit2_writes(repo: Path) -> None:
         data = commit_bytes(tree, parents, 1_796_000_000, message)
         assert object_id(int(pygit2.enums.ObjectType.COMMIT), data).hex() == str(expected)
         assert bytes(lib[expected].read_raw()) == data
+
+
+def test_file_reads_do_not_trust_the_size_hint(tmp_path: Path) -> None:
+    from gitguard.treebuild import _read
+
+    data = os.urandom(200_000)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    for hint in (0, 1, 65_535, 199_999, 200_000, 200_001, 10**7):
+        assert _read(os.fsencode(path), hint) == data, hint
+    path.write_bytes(b"")
+    assert _read(os.fsencode(path), 0) == b""
