@@ -33,7 +33,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import attrlog, checkpoints, ledger
+from gitguard import attrlog, checkpoints, ledger, packwrite
 from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
 from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
@@ -93,6 +93,7 @@ class Engine:
         self.state_since: float | None = None     # daemon.state behind recorded_tree since
         self.counts: collections.Counter[str] = collections.Counter()
         self.state_path = store.root / "daemon.state"
+        self.fanouts = packwrite.Fanouts(self.repo, store)    # at start and in idle time
         if not self.ws.is_git and self.repo.workdir is None:
             self.repo.workdir = str(self.ws.root)   # ignore rules need a work tree
 
@@ -105,6 +106,7 @@ class Engine:
             self.lost = bool(baselines)
             self._full_scan("start", baselines)
             self._reopen_windows()
+        self.fanouts.check()
 
     def stop(self) -> None:
         """Record everything seen, leave the stat index matching the workspace."""
@@ -200,17 +202,15 @@ class Engine:
         known = self.ignored_memo.get(path)
         if known is not None:
             return known
-        try:
-            ignored = bool(self.repo.path_is_ignored(path.decode()))
-        except UnicodeDecodeError:
+        # Tracked (in the last tree) first: still ours to snapshot whatever the rules say,
+        # and a lookup in the parsed trees costs a tenth of libgit2's ignore check.
+        if self.tree is not None and self.tree.tracked(path):
             ignored = False
-        if ignored and self.tree is not None:
-            base = tree_of(self.repo, self.tree.tree)
+        else:
             try:
-                base[path.decode()]
-                ignored = False     # tracked (in the last tree): still ours to snapshot
-            except KeyError:
-                pass
+                ignored = bool(self.repo.path_is_ignored(path.decode()))
+            except UnicodeDecodeError:
+                ignored = False
         if len(self.ignored_memo) > 100_000:
             self.ignored_memo.clear()
         self.ignored_memo[path] = ignored
@@ -364,6 +364,7 @@ class Engine:
             self.unsynced_since = None
         if self.state_since is not None:
             self.save_state()
+        self.fanouts.check()
 
     def pending_since(self) -> float | None:
         """Since when rows or daemon.state have waited for `sync_records`, if they do."""

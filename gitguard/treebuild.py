@@ -27,20 +27,21 @@ git converts on the way in (text/eol/filter attributes, core.autocrlf; see
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pygit2
 
 from gitguard import packwrite
-from gitguard.gitcmd import run_git
+from gitguard.gitfilters import converting_attributes as converting_attributes
+from gitguard.gitfilters import converts_content as converts_content
+from gitguard.gitfilters import needs_git_filters as needs_git_filters
 from gitguard.snapshot import TreeResult
-from gitguard.statscan import lstat_inside
 from gitguard.store import Store
 
 BLOB = 0o100644
@@ -82,61 +83,6 @@ class _Node:
         return self.leaf is not None or self.delete
 
 
-CONVERTING = (b"text", b"eol", b"crlf", b"ident", b"filter", b"working-tree-encoding")
-
-
-def converts_content(attributes: bytes) -> bool:
-    """Whether a .gitattributes text sets anything that changes content on the way in."""
-    for line in attributes.splitlines():
-        words = line.split()
-        if not words or words[0].startswith(b"#"):
-            continue
-        for word in words[1:]:
-            name = word.lstrip(b"-!").split(b"=", 1)[0]
-            if name in CONVERTING:
-                return True
-    return False
-
-
-def converting_attributes(root: Path, git_dir: Path, stat_index: Path) -> list[str]:
-    """The attribute files the stat index lists that make git convert content on the way
-    in (the daemon's engine and the no-daemon `statlag` ask the same question)."""
-    out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"], git_dir=git_dir,
-                  work_tree=root, env={"GIT_INDEX_FILE": str(stat_index)}).stdout
-    found = []
-    for raw in filter(None, out.split(b"\0")):
-        try:
-            text = (root / os.fsdecode(raw)).read_bytes()
-        except OSError:
-            continue
-        if converts_content(text):
-            found.append(os.fsdecode(raw))
-    return found
-
-
-def needs_git_filters(repo: pygit2.Repository, converting: Iterable[str]) -> str | None:
-    """Why blobs must be hashed by git rather than read from disk, or None.
-
-    `converting` names the attribute files that convert content (`converts_content`).
-    """
-    config = repo.config
-    for key, harmless in (("core.autocrlf", ("false",)), ("core.symlinks", ("true",)),
-                          ("core.filemode", ("true",))):
-        try:
-            value = str(config[key]).lower()
-        except KeyError:
-            continue
-        if value not in harmless:
-            return f"{key} = {value}"
-    if "core.attributesFile" in config:
-        return "core.attributesFile is set"
-    info = os.path.join(repo.path, "info", "attributes")
-    if os.path.exists(info):
-        return "info/attributes exists"
-    found = next(iter(converting), None)
-    return f"{found} converts content" if found else None
-
-
 class IncrementalTree:
     """The workspace tree as last written, advanced by changed paths only."""
 
@@ -152,6 +98,7 @@ class IncrementalTree:
         self.store_names = frozenset(store_names)
         self._parsed: dict[bytes, Entries] = {}     # raw tree id -> its entries
         self._new: dict[bytes, tuple[int, bytes]] = {}
+        self._dirs: dict[bytes, bool] = {}          # this advance: is it a real directory
 
     # --- public ------------------------------------------------------------------------
     def advance(self, changed: Iterable[bytes]) -> TreeResult:
@@ -163,6 +110,7 @@ class IncrementalTree:
                 raise NeedsFullScan(f"{path!r} is not UTF-8") from None
         base = bytes.fromhex(self.tree)
         self._entries: dict[bytes, Entry | None] = {b"": (TREE_MODES[0], base)}
+        self._dirs = {b"": True}
         if len(self._parsed) > CACHED_TREES:
             self._parsed.clear()
         top = _Node()
@@ -181,6 +129,19 @@ class IncrementalTree:
         self.tree = new_tree
         return TreeResult(tree=new_tree, changed=tuple(os.fsdecode(p) for p in paths),
                           skipped=tuple(sorted(self.skipped)))
+
+    def tracked(self, path: bytes) -> bool:
+        """Whether the last tree has an entry (file, link, submodule, directory) at `path`:
+        read from the parsed trees, no ignore-rule lookup."""
+        entry: Entry = (TREE_MODES[0], bytes.fromhex(self.tree))
+        for name in path.split(b"/"):
+            if entry[0] not in TREE_MODES:
+                return False
+            found = self._tree(entry[1]).get(name)
+            if found is None:
+                return False
+            entry = found
+        return True
 
     # --- the previous trees, as raw bytes --------------------------------------------------
     def _tree(self, oid: bytes) -> Entries:
@@ -235,7 +196,26 @@ class IncrementalTree:
         node.leaf, node.delete = leaf, leaf is None
 
     def _lstat(self, parts: list[bytes]) -> os.stat_result | None:
-        return lstat_inside(self.root, parts)
+        """`statscan.lstat_inside`, its ancestor checks remembered for this advance:
+        100 changed files in a few directories asked ~3 lstats each, mostly the same
+        directories. The path's own lstat is always fresh."""
+        if not self._is_dir(b"/".join(parts[:-1])):
+            return None
+        try:
+            return os.lstat(os.path.join(self.root, *parts))
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return None
+            raise
+
+    def _is_dir(self, path: bytes) -> bool:
+        """A real directory (not a symlink to one) all the way from the root."""
+        known = self._dirs.get(path)
+        if known is None:
+            known = (self._is_dir(path.rpartition(b"/")[0])
+                     and _lstat_dir(os.path.join(self.root, path)))
+            self._dirs[path] = known
+        return known
 
     def _under_gitlink(self, parts: list[bytes]) -> bool:
         for depth in range(1, len(parts)):
@@ -267,8 +247,7 @@ class IncrementalTree:
             return Leaf(self.repo.create_blob_fromdisk(os.fsdecode(full)).raw, mode)
         # The bytes on disk (git would convert nothing here: see needs_git_filters);
         # create_blob_fromdisk looked attributes up for every path, ~5x slower.
-        with open(full, "rb") as fh:
-            data = fh.read()
+        data = _read(full, info.st_size)
         oid = object_id(_BLOB_T, data)
         if tracked is None or tracked[1] != oid:
             self._new[oid] = (_BLOB_T, data)
@@ -363,7 +342,8 @@ def object_id(kind: int, data: bytes) -> bytes:
     return digest.digest()
 
 
-_KIND_NAMES = {_BLOB_T: b"blob", _TREE_T: b"tree"}
+_KIND_NAMES = {_BLOB_T: b"blob", _TREE_T: b"tree",
+               int(pygit2.enums.ObjectType.COMMIT): b"commit"}
 
 
 _ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
@@ -384,6 +364,29 @@ def _order(item: tuple[bytes, Entry]) -> bytes:
     """git's tree order: by name bytes, a directory compared as if it ended in "/"."""
     name, (mode, _) = item
     return name + b"/" if mode in TREE_MODES else name
+
+
+def _lstat_dir(full: bytes) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(full).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _read(full: bytes, size: int) -> bytes:
+    """A file's bytes with open, read, close: `open()` adds an fstat, an ioctl and two
+    lseeks per file (100 files per snapshot). Reads to the end: the size is a hint, and a
+    short read of a regular file is its end."""
+    fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, size + 1)]
+        if len(chunks[0]) <= size:
+            return chunks[0]
+        while chunks[-1]:           # it grew since the lstat
+            chunks.append(os.read(fd, max(size, 1 << 16)))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def tree_of(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
