@@ -69,8 +69,18 @@ class Snapshotter(StatScan):
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
         started = time.perf_counter()
         skipped: list[str] = []
+        if changed is None and not self.store.stat_index.exists() \
+                and not statlag.path_of(self.store.root).exists():
+            from gitguard.firstsnap import first_tree  # it imports treebuild, which imports us
+
+            first = first_tree(self)
+            if first is not None:
+                return dataclasses.replace(
+                    first, duration_ms=(time.perf_counter() - started) * 1000,
+                    bytes_hashed=self._sizes([os.fsencode(p) for p in first.changed]),
+                    base=None)
         # Read before the scan: the state must go with the stat index as we left it.
-        state = statlag.load(self.store.root, self.store.stat_index)
+        state = self._lag_state()
         scanned = changed is None
         if changed is None or (state is None and statlag.path_of(self.store.root).exists()):
             # (Without a state of this index, lag paths are unknown: only a scan finds
@@ -122,7 +132,7 @@ class Snapshotter(StatScan):
         A subclass with its own trees (the daemon's) and any case `statlag` leaves to git
         (no state yet, a declared directory, content filters) take the full scan.
         """
-        state = statlag.load(self.store.root, self.store.stat_index)
+        state = self._lag_state()
         if not self.ends_declared_calls_without_scan() or state is None:
             return self.write_tree()
         started = time.perf_counter()
@@ -141,6 +151,14 @@ class Snapshotter(StatScan):
             return self.write_tree()
         return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                    bytes_hashed=self._sizes(kept))
+
+    def _lag_state(self) -> statlag.LagState | None:
+        """The saved state when it goes with the stat index. A first snapshot's state goes
+        with the user's index (`firstsnap`): the stat index is first made here, as its byte
+        copy, which has the same checksum while the user's index is unchanged."""
+        if not self.store.stat_index.exists() and statlag.path_of(self.store.root).exists():
+            self._seed_stat_cache()
+        return statlag.load(self.store.root, self.store.stat_index)
 
     def _lag_to_flush(self, state: statlag.LagState, reported: set[bytes]) -> list[bytes]:
         old = self.repo.get(state.tree)

@@ -108,9 +108,11 @@ def index_checksum(path: Path) -> str | None:
 
 
 def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
-            skipped: Iterable[str]) -> TreeResult | None:
+            skipped: Iterable[str], stat_index: Path | None = None) -> TreeResult | None:
     """The state's tree plus `paths` (and the lag), saved as the new state; None when the
-    git way must build it (then nothing was saved)."""
+    git way must build it (then nothing was saved). `stat_index`: the index the state goes
+    with when it is not the private one (the user's, at a first snapshot: `firstsnap`)."""
+    index = stat_index if stat_index is not None else snap.store.stat_index
     from gitguard.snapshot import TreeResult, file_at
     from gitguard.treebuild import NeedsFullScan, needs_git_filters
 
@@ -125,7 +127,7 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
         return None     # a nested repository: update-index records it as git does
     converting = state.converting
     if converting is None:
-        converting = _converting_attributes(snap)
+        converting = _converting_attributes(snap, index)
     if needs_git_filters(snap.repo, converting) is not None:
         return None
     from gitguard.treebuild import IncrementalTree
@@ -141,7 +143,7 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
     # Killed here: the new objects are written and named by nothing; the saved state is
     # still the old one, true for the index as it is, so the next scan redoes this.
     faults.point("snapshot.after_tree")
-    save(snap.store.root, snap.store.stat_index, result.tree, todo, result.skipped, converting)
+    save(snap.store.root, index, result.tree, todo, result.skipped, converting)
     # What changed: the paths whose entry differs from the old tree. Not simply what was
     # asked: git reports a lag path even when its file is as the old tree has it (the
     # stat index is behind there), and a declared path may not have been written at all.
@@ -153,10 +155,10 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
                       skipped=result.skipped, base=state.tree)
 
 
-def _converting_attributes(snap: Snapshotter) -> tuple[str, ...]:
+def _converting_attributes(snap: Snapshotter, index: Path) -> tuple[str, ...]:
     """Attribute files that make git convert content (the engine's rule). Asked of the
     stat index: no lag path is a .gitattributes (`advance` refuses those), so the index
     lists every one the tree holds."""
     from gitguard.treebuild import converting_attributes
 
-    return tuple(converting_attributes(snap.ws.root, snap.ws.git_dir, snap.store.stat_index))
+    return tuple(converting_attributes(snap.ws.root, snap.ws.git_dir, index))
