@@ -152,6 +152,14 @@ class Snapshotter(StatScan):
         return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                    bytes_hashed=self._sizes(kept))
 
+    def scan_index(self) -> Path:
+        """The index the last tree was scanned against: the private stat index once one
+        exists, the user's own before that (a first snapshot reads it: `firstsnap`)."""
+        user = self.ws.user_index
+        if self.store.stat_index.exists() or user is None or not user.exists():
+            return self.store.stat_index
+        return user
+
     def _lag_state(self) -> statlag.LagState | None:
         """The saved state when it goes with the stat index. A first snapshot's state goes
         with the user's index (`firstsnap`): the stat index is first made here, as its byte

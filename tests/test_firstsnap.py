@@ -48,10 +48,10 @@ def _index_seen(git_dir: Path) -> tuple[bytes, int] | None:
 
 def _first(guard: Guard, repo: Path, tmp: Path, git_dir: Path | None = None) -> TreeResult:
     git_dir = git_dir or repo / ".git"
-    before = _index_seen(git_dir)
+    before, locked = _index_seen(git_dir), (git_dir / "index.lock").exists()
     result = guard.snap.write_tree()
     assert _index_seen(git_dir) == before
-    assert not (git_dir / "index.lock").exists()
+    assert (git_dir / "index.lock").exists() == locked
     assert result.tree == copy_add_all_tree(repo, tmp, result.skipped, git_dir)
     return result
 
@@ -185,3 +185,30 @@ def test_an_empty_repository_and_a_linked_worktree(tmp_path: Path) -> None:
     git_dir = empty / ".git" / "worktrees" / "linked"
     _first(guard, linked, tmp_path, git_dir)
     assert _index_seen(empty / ".git") is not None
+
+
+def test_content_filters_and_a_held_index_lock(repo: Path, tmp_path: Path) -> None:
+    """Attributes that convert content keep the git way, and the daemon's question (which
+    attribute files convert) is asked of the index the tree was scanned against. The
+    user's own git holding `.git/index.lock` does not stop a read-only first snapshot."""
+    from gitguard.treebuild import converting_attributes
+
+    lock = repo / ".git" / "index.lock"
+    lock.write_bytes(b"held by the user's git")
+    (repo / "src" / "app.py").write_text("edited\n")
+    guard = Guard.init(repo)
+    _first(guard, repo, tmp_path)
+    assert not guard.store.stat_index.exists()
+    assert guard.snap.scan_index() == repo / ".git" / "index"
+    assert lock.read_bytes() == b"held by the user's git"
+    lock.unlink()
+    guard.close()
+    shutil.rmtree(repo / ".git" / "gitguard")
+    (repo / ".gitattributes").write_text("*.py text eol=crlf\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "attributes")
+    guard = Guard.init(repo)
+    assert converting_attributes(repo, repo / ".git", guard.snap.scan_index()) == [
+        ".gitattributes"]
+    _first(guard, repo, tmp_path)
+    assert guard.store.stat_index.exists()          # content filters: the git way ran
