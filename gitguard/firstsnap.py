@@ -28,6 +28,7 @@ and an index the user's own git replaced while the status ran.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -44,8 +45,19 @@ if TYPE_CHECKING:
 Staged = dict[bytes, "tuple[int, str] | None"]
 
 
-def first_tree(snap: Snapshotter) -> TreeResult | None:
-    """The workspace's tree with no private stat index yet, or None for the old way."""
+@dataclass(frozen=True)
+class Scanned:
+    """What the first status found when the tree could not be built in-process: the
+    caller copies the user's index (it must still have `checksum`) and runs the git way
+    on these paths, without a second status."""
+    changed: list[bytes]
+    skipped: list[str]
+    checksum: str
+
+
+def first_tree(snap: Snapshotter) -> TreeResult | Scanned | None:
+    """The workspace's tree with no private stat index yet; `Scanned` when only the scan
+    could be done here; None for the old way from the start."""
     index = snap.ws.user_index
     if not snap.ws.is_git or index is None or snap.store.stat_index.exists():
         return None
@@ -59,10 +71,7 @@ def first_tree(snap: Snapshotter) -> TreeResult | None:
     try:
         snap._read_only_index = index
         try:
-            split = split_status(snap._status("--untracked-files=normal"))
-            if split is None:
-                return None
-            staged, rest = split
+            staged, rest = split_status(snap._status("--untracked-files=normal"))
             changed, skipped = snap._scan_from(rest)
         finally:
             snap._read_only_index = None
@@ -71,36 +80,38 @@ def first_tree(snap: Snapshotter) -> TreeResult | None:
         if attrs.returncode is None:        # not read: a failure on the way
             attrs.kill()
             attrs.communicate()
-    if converting is None or statlag.index_checksum(index) != checksum:
+    if statlag.index_checksum(index) != checksum:
         return None     # the user's git rewrote its index meanwhile: the old way decides
-    base = index_tree(snap.repo, staged)
-    if base is None:
-        return None
+    scanned = Scanned(changed, skipped, checksum)
+    base = index_tree(snap.repo, staged) if staged is not None else None
+    if converting is None or base is None:
+        return scanned
     state = statlag.LagState(index=checksum, tree=base, lag=frozenset(), skipped=(),
                              converting=converting)
-    return statlag.advance(snap, state, changed, skipped, stat_index=index)
+    return statlag.advance(snap, state, changed, skipped, stat_index=index) or scanned
 
 
-def split_status(out: bytes) -> tuple[Staged, bytes] | None:
+def split_status(out: bytes) -> tuple[Staged | None, bytes]:
     """(staged entries: path -> (index mode, blob id) or None when removed from the index,
     the output without submodule records) from `git status --porcelain=v2 -z
-    --no-renames --ignore-submodules=dirty`; None for unmerged or renamed entries.
+    --no-renames --ignore-submodules=dirty`. No staged entries (None) when an entry is
+    unmerged: the index then has no single tree.
 
     The scan proper runs with `--ignore-submodules=all`: a submodule's record is dropped
     here so the rest parses as that scan's output, after its staged commit is kept."""
-    staged: Staged = {}
+    staged: Staged | None = {}
     kept: list[bytes] = []
     for token in out.split(b"\0"):
         kind = token[:1]
-        if kind in (b"u", b"2"):
-            return None
         if kind == b"1":
             fields = token.split(b" ", 8)
-            if fields[1][:1] != b".":
+            if fields[1][:1] != b"." and staged is not None:
                 mode = int(fields[4], 8)
                 staged[fields[8]] = (mode, fields[7].decode()) if mode else None
             if fields[2][:1] == b"S":
                 continue
+        elif kind == b"u":
+            staged = None
         kept.append(token)
     return staged, b"\0".join(kept)
 

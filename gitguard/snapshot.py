@@ -1,13 +1,15 @@
 """Snapshots of the whole workspace as commits under refs/gitguard/sessions/<id>.
 
-Without the daemon, the changed paths come from `git status` run against
-gitguard's own stat cache (a private index file, seeded from a copy of the user's
-index so the first snapshot re-hashes only what is dirty). Only changed paths are
-re-hashed. The first tree comes from `git write-tree`; after that each new tree is
-the previous one plus the changed paths, built in-process (`statlag`, with the
-daemon's `treebuild`), and the stat index is updated only when enough paths lag
-behind. The user's `.git/index` is only ever read. The stat index also keeps git's
-untracked cache, so a scan stats unchanged directories instead of reading them.
+Without the daemon, the first snapshot reads the user's index with one read-only
+`git status` and builds its tree in-process (`firstsnap`: no private index yet). Later
+changed paths come from `git status` run against gitguard's own stat cache (a private
+index file, made at the second scan as a byte copy of the user's index so it re-hashes
+only what is dirty). Only changed paths are re-hashed: each new tree is the previous
+one plus the changed paths, built in-process (`statlag`, with the daemon's
+`treebuild`), and the stat index is updated only when enough paths lag behind (or
+`git write-tree` runs when no state holds). The user's `.git/index` is only ever read.
+The stat index also keeps git's untracked cache, so a scan stats unchanged
+directories instead of reading them.
 """
 
 from __future__ import annotations
@@ -71,14 +73,9 @@ class Snapshotter(StatScan):
         skipped: list[str] = []
         if changed is None and not self.store.stat_index.exists() \
                 and not statlag.path_of(self.store.root).exists():
-            from gitguard.firstsnap import first_tree  # it imports treebuild, which imports us
-
-            first = first_tree(self)
+            first = self._first_snapshot(started)
             if first is not None:
-                return dataclasses.replace(
-                    first, duration_ms=(time.perf_counter() - started) * 1000,
-                    bytes_hashed=self._sizes([os.fsencode(p) for p in first.changed]),
-                    base=None)
+                return first
         # Read before the scan: the state must go with the stat index as we left it.
         state = self._lag_state()
         scanned = changed is None
@@ -151,6 +148,28 @@ class Snapshotter(StatScan):
             return self.write_tree()
         return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                    bytes_hashed=self._sizes(kept))
+
+    def _first_snapshot(self, started: float) -> TreeResult | None:
+        """No stat index yet: one read-only status of the user's index (`firstsnap`)."""
+        from gitguard.firstsnap import first_tree  # it imports treebuild, which imports us
+
+        first = first_tree(self)
+        if isinstance(first, TreeResult):
+            return dataclasses.replace(
+                first, duration_ms=(time.perf_counter() - started) * 1000,
+                bytes_hashed=self._sizes([os.fsencode(p) for p in first.changed]), base=None)
+        if first is None:
+            return None
+        # Scanned, not built: the git way on a copy of the very index git read, with
+        # no second status (its changed paths are the copy's too).
+        self._seed_stat_cache()
+        if statlag.index_checksum(self.store.stat_index) != first.checksum:
+            return None
+        tree = self._write_tree_git(first.changed, first.skipped)
+        return TreeResult(tree=tree, changed=tuple(map(os.fsdecode, first.changed)),
+                          skipped=tuple(first.skipped),
+                          duration_ms=(time.perf_counter() - started) * 1000,
+                          bytes_hashed=self._sizes(first.changed))
 
     def scan_index(self) -> Path:
         """The index the last tree was scanned against: the private stat index once one

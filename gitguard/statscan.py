@@ -1,9 +1,11 @@
 """The no-daemon scan: `git status` against gitguard's private stat index.
 
 The stat index is a private index file, seeded from a byte copy of the user's index
-so the first scan re-hashes only what is dirty; it keeps git's untracked cache, so a
-scan stats unchanged directories instead of reading them. The user's `.git/index` is
-only ever read. (Split out of snapshot.py, which builds and records the trees.)
+so its first scan re-hashes only what is dirty; it keeps git's untracked cache, so a
+scan stats unchanged directories instead of reading them. The very first snapshot
+scans the user's index itself, read-only (`firstsnap`), and the copy is made at the
+scan after it. The user's `.git/index` is only ever read. (Split out of snapshot.py,
+which builds and records the trees.)
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from test_snapshot_lag import _random_change
 from conftest import git
 from gitguard import statlag
 from gitguard.api import Guard
-from gitguard.snapshot import TreeResult
+from gitguard.snapshot import Snapshotter, TreeResult
 
 
 def copy_add_all_tree(repo: Path, tmp: Path, skipped: tuple[str, ...],
@@ -158,8 +158,17 @@ def test_unusual_indexes_keep_the_old_way_or_match_it(repo: Path, tmp_path: Path
     for i in range(4):
         (repo / f"many{i}.txt").write_text(f"{i}\n")
     guard = Guard.init(repo)
+    statuses: list[tuple[str, ...]] = []
+    real_status = Snapshotter._status
+
+    def counted(self: Snapshotter, *args: str) -> bytes:
+        statuses.append(args)
+        return real_status(self, *args)
+
+    monkeypatch.setattr(Snapshotter, "_status", counted)
     _first(guard, repo, tmp_path)
-    assert guard.store.stat_index.exists()          # too many to lag: the old way ran
+    assert guard.store.stat_index.exists()          # too many to lag: the git way ran,
+    assert statuses == [("--untracked-files=normal",)]  # on the first status's answer
 
 
 def test_an_empty_repository_and_a_linked_worktree(tmp_path: Path) -> None:
