@@ -39,6 +39,7 @@ from gitguard.treebuild import converts_content, needs_git_filters
 
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
 
     from gitguard.snapshot import Snapshotter, TreeResult
 
@@ -71,7 +72,10 @@ def first_tree(snap: Snapshotter) -> TreeResult | Scanned | None:
     try:
         snap._read_only_index = index
         try:
-            staged, rest = split_status(snap._status("--untracked-files=normal"))
+            out = status_output(snap, index)
+            if out is None:
+                return None
+            staged, rest = split_status(out)
             changed, skipped = snap._scan_from(rest)
         finally:
             snap._read_only_index = None
@@ -89,6 +93,28 @@ def first_tree(snap: Snapshotter) -> TreeResult | Scanned | None:
     state = statlag.LagState(index=checksum, tree=base, lag=frozenset(), skipped=(),
                              converting=converting)
     return statlag.advance(snap, state, changed, skipped, stat_index=index) or scanned
+
+
+def status_output(snap: Snapshotter, index: Path) -> bytes | None:
+    """`git status --untracked-files=normal`'s output, as two processes on two cores: the
+    tracked half (`-uno`: the lstat of every entry, and HEAD against the index) and the
+    untracked half (`ls-files --others --directory`: the walk of every directory, the
+    same listing as status's `?` records, collapsed the same way; tests compare them).
+    The same work as one status, in about the time of its larger half. None when the
+    listing failed."""
+    others = start_git(["ls-files", "-z", "--others", "--directory", "--no-empty-directory",
+                        "--exclude-standard"], git_dir=snap.ws.git_dir,
+                       work_tree=snap.ws.root, env={"GIT_INDEX_FILE": str(index)})
+    try:
+        tracked = snap._status("--untracked-files=no")
+        listed, _ = others.communicate()
+    finally:
+        if others.returncode is None:
+            others.kill()
+            others.communicate()
+    if others.returncode != 0:
+        return None
+    return tracked + b"".join(b"? " + p + b"\0" for p in listed.split(b"\0") if p)
 
 
 def split_status(out: bytes) -> tuple[Staged | None, bytes]:

@@ -168,7 +168,7 @@ def test_unusual_indexes_keep_the_old_way_or_match_it(repo: Path, tmp_path: Path
     monkeypatch.setattr(Snapshotter, "_status", counted)
     _first(guard, repo, tmp_path)
     assert guard.store.stat_index.exists()          # too many to lag: the git way ran,
-    assert statuses == [("--untracked-files=normal",)]  # on the first status's answer
+    assert statuses == [("--untracked-files=no",)]  # on the first status's answer
 
 
 def test_an_empty_repository_and_a_linked_worktree(tmp_path: Path) -> None:
@@ -221,3 +221,42 @@ def test_content_filters_and_a_held_index_lock(repo: Path, tmp_path: Path) -> No
         ".gitattributes"]
     _first(guard, repo, tmp_path)
     assert guard.store.stat_index.exists()          # content filters: the git way ran
+
+
+def test_the_two_halves_list_what_one_status_lists(repo: Path) -> None:
+    """`status -uno` beside `ls-files --others --directory` equals one `status -unormal`:
+    ignored-only, empty and nested directories, a link, odd names, changes of each kind."""
+    from gitguard.firstsnap import status_output
+
+    (repo / "only_ignored").mkdir()
+    (repo / "only_ignored" / "x.log").write_text("x\n")
+    (repo / "empty").mkdir()
+    (repo / "new" / "deep").mkdir(parents=True)
+    (repo / "new" / "deep" / "n.txt").write_text("n\n")
+    (repo / "mixed").mkdir()
+    (repo / "mixed" / "l.log").write_text("l\n")
+    (repo / "mixed" / "m.txt").write_text("m\n")
+    (repo / "nested").mkdir()
+    git(repo / "nested", "init", "-q")
+    (repo / "nested" / "q").write_text("q\n")
+    (repo / "linkdir").symlink_to("src")
+    (repo / "sp ace.txt").write_text("s\n")
+    (repo / "nl\nname").write_text("n\n")
+    (repo / os.fsdecode(b"bad\xff.txt")).write_text("b\n")
+    (repo / "src" / "build").mkdir()
+    (repo / "src" / "build" / "o").write_text("o\n")
+    (repo / "src" / "u.py").write_text("u\n")
+    (repo / "src" / "app.py").write_text("changed\n")
+    (repo / "staged.txt").write_text("s\n")
+    git(repo, "add", "staged.txt")
+    guard = Guard.init(repo)
+    index = repo / ".git" / "index"
+    guard.snap._read_only_index = index
+    try:
+        ours = status_output(guard.snap, index)
+        one = guard.snap._status("--untracked-files=normal")
+    finally:
+        guard.snap._read_only_index = None
+    assert ours is not None
+    assert sorted(ours.split(b"\0")) == sorted(one.split(b"\0"))
+    assert b"? nested/" in ours.split(b"\0") and b"? only_ignored/" not in ours.split(b"\0")
