@@ -78,10 +78,13 @@ def load(store_root: Path, stat_index: Path) -> LagState | None:
 
 
 def save(store_root: Path, stat_index: Path, tree: str, lag: Iterable[bytes],
-         skipped: Iterable[str], converting: tuple[str, ...] | None) -> None:
+         skipped: Iterable[str], converting: tuple[str, ...] | None,
+         expect: str | None = None) -> None:
+    """`expect`: the checksum the tree was built against, for an index someone else may
+    write (the user's, at a first snapshot): if it changed since, no state is saved."""
     checksum = index_checksum(stat_index)
     target = path_of(store_root)
-    if checksum is None:
+    if checksum is None or (expect is not None and checksum != expect):
         target.unlink(missing_ok=True)
         return
     text = json.dumps({"index": checksum, "tree": tree,
@@ -143,7 +146,8 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
     # Killed here: the new objects are written and named by nothing; the saved state is
     # still the old one, true for the index as it is, so the next scan redoes this.
     faults.point("snapshot.after_tree")
-    save(snap.store.root, index, result.tree, todo, result.skipped, converting)
+    save(snap.store.root, index, result.tree, todo, result.skipped, converting,
+         expect=state.index if stat_index is not None else None)
     # What changed: the paths whose entry differs from the old tree. Not simply what was
     # asked: git reports a lag path even when its file is as the old tree has it (the
     # stat index is behind there), and a declared path may not have been written at all.

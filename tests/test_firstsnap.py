@@ -260,3 +260,29 @@ def test_the_two_halves_list_what_one_status_lists(repo: Path) -> None:
     assert ours is not None
     assert sorted(ours.split(b"\0")) == sorted(one.split(b"\0"))
     assert b"? nested/" in ours.split(b"\0") and b"? only_ignored/" not in ours.split(b"\0")
+
+
+def test_the_users_git_add_during_a_first_snapshot_is_not_missed(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user edits and stages a file after git read their index and before the state
+    is saved: the state would name an index whose tree it never saw, so none is saved
+    and the next scan sees the edit."""
+    from gitguard import firstsnap
+
+    real = firstsnap.index_tree
+
+    def user_adds_meanwhile(*args: object) -> str | None:
+        (repo / "src" / "app.py").write_text("edited and staged meanwhile\n")
+        git(repo, "add", "src/app.py")
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(firstsnap, "index_tree", user_adds_meanwhile)
+    guard = Guard.init(repo)
+    guard.snap.write_tree()
+    assert not statlag.path_of(guard.store.root).exists()
+    monkeypatch.undo()
+    again = guard.snap.write_tree()
+    assert again.tree == copy_add_all_tree(repo, tmp_path, again.skipped)
+    assert "src/app.py" in git(repo, "ls-tree", "-r", "--name-only", again.tree).split()
+    shown = git(repo, "show", f"{again.tree}:src/app.py")
+    assert shown == "edited and staged meanwhile\n"
