@@ -282,7 +282,7 @@ class Engine:
         return False
 
     def _converting_attributes(self) -> list[str]:
-        return converting_attributes(self.ws.root, self.ws.git_dir, self.store.stat_index)
+        return converting_attributes(self.ws.root, self.ws.git_dir, self.snap.scan_index())
 
     # --- call windows and records ----------------------------------------------------
     def opened(self, entry: ToolLedgerEntry, tool_input: dict[str, Any]) -> None:

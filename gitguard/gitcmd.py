@@ -50,3 +50,18 @@ def run_git(
             "run `git fsck` and `gitguard verify`; report this if it persists",
         )
     return proc
+
+
+def start_git(
+    args: Sequence[str],
+    *,
+    git_dir: Path,
+    work_tree: Path,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """`run_git`'s command started in the background (stdout piped, stderr dropped), to
+    run beside another git process on the other core; the caller reads and waits."""
+    cmd = ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", "-c",
+           "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=git_env(env), cwd=work_tree)

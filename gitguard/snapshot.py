@@ -1,13 +1,15 @@
 """Snapshots of the whole workspace as commits under refs/gitguard/sessions/<id>.
 
-Without the daemon, the changed paths come from `git status` run against
-gitguard's own stat cache (a private index file, seeded from a copy of the user's
-index so the first snapshot re-hashes only what is dirty). Only changed paths are
-re-hashed. The first tree comes from `git write-tree`; after that each new tree is
-the previous one plus the changed paths, built in-process (`statlag`, with the
-daemon's `treebuild`), and the stat index is updated only when enough paths lag
-behind. The user's `.git/index` is only ever read. The stat index also keeps git's
-untracked cache, so a scan stats unchanged directories instead of reading them.
+Without the daemon, the first snapshot reads the user's index with one read-only
+`git status` and builds its tree in-process (`firstsnap`: no private index yet). Later
+changed paths come from `git status` run against gitguard's own stat cache (a private
+index file, made at the second scan as a byte copy of the user's index so it re-hashes
+only what is dirty). Only changed paths are re-hashed: each new tree is the previous
+one plus the changed paths, built in-process (`statlag`, with the daemon's
+`treebuild`), and the stat index is updated only when enough paths lag behind (or
+`git write-tree` runs when no state holds). The user's `.git/index` is only ever read.
+The stat index also keeps git's untracked cache, so a scan stats unchanged
+directories instead of reading them.
 """
 
 from __future__ import annotations
@@ -69,8 +71,13 @@ class Snapshotter(StatScan):
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
         started = time.perf_counter()
         skipped: list[str] = []
+        if changed is None and not self.store.stat_index.exists() \
+                and not statlag.path_of(self.store.root).exists():
+            first = self._first_snapshot(started)
+            if first is not None:
+                return first
         # Read before the scan: the state must go with the stat index as we left it.
-        state = statlag.load(self.store.root, self.store.stat_index)
+        state = self._lag_state()
         scanned = changed is None
         if changed is None or (state is None and statlag.path_of(self.store.root).exists()):
             # (Without a state of this index, lag paths are unknown: only a scan finds
@@ -122,7 +129,7 @@ class Snapshotter(StatScan):
         A subclass with its own trees (the daemon's) and any case `statlag` leaves to git
         (no state yet, a declared directory, content filters) take the full scan.
         """
-        state = statlag.load(self.store.root, self.store.stat_index)
+        state = self._lag_state()
         if not self.ends_declared_calls_without_scan() or state is None:
             return self.write_tree()
         started = time.perf_counter()
@@ -141,6 +148,44 @@ class Snapshotter(StatScan):
             return self.write_tree()
         return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                    bytes_hashed=self._sizes(kept))
+
+    def _first_snapshot(self, started: float) -> TreeResult | None:
+        """No stat index yet: one read-only status of the user's index (`firstsnap`)."""
+        from gitguard.firstsnap import first_tree  # it imports treebuild, which imports us
+
+        first = first_tree(self)
+        if isinstance(first, TreeResult):
+            return dataclasses.replace(
+                first, duration_ms=(time.perf_counter() - started) * 1000,
+                bytes_hashed=self._sizes([os.fsencode(p) for p in first.changed]), base=None)
+        if first is None:
+            return None
+        # Scanned, not built: the git way on a copy of the very index git read, with
+        # no second status (its changed paths are the copy's too).
+        self._seed_stat_cache()
+        if statlag.index_checksum(self.store.stat_index) != first.checksum:
+            return None
+        tree = self._write_tree_git(first.changed, first.skipped)
+        return TreeResult(tree=tree, changed=tuple(map(os.fsdecode, first.changed)),
+                          skipped=tuple(first.skipped),
+                          duration_ms=(time.perf_counter() - started) * 1000,
+                          bytes_hashed=self._sizes(first.changed))
+
+    def scan_index(self) -> Path:
+        """The index the last tree was scanned against: the private stat index once one
+        exists, the user's own before that (a first snapshot reads it: `firstsnap`)."""
+        user = self.ws.user_index
+        if self.store.stat_index.exists() or user is None or not user.exists():
+            return self.store.stat_index
+        return user
+
+    def _lag_state(self) -> statlag.LagState | None:
+        """The saved state when it goes with the stat index. A first snapshot's state goes
+        with the user's index (`firstsnap`): the stat index is first made here, as its byte
+        copy, which has the same checksum while the user's index is unchanged."""
+        if not self.store.stat_index.exists() and statlag.path_of(self.store.root).exists():
+            self._seed_stat_cache()
+        return statlag.load(self.store.root, self.store.stat_index)
 
     def _lag_to_flush(self, state: statlag.LagState, reported: set[bytes]) -> list[bytes]:
         old = self.repo.get(state.tree)

@@ -78,10 +78,13 @@ def load(store_root: Path, stat_index: Path) -> LagState | None:
 
 
 def save(store_root: Path, stat_index: Path, tree: str, lag: Iterable[bytes],
-         skipped: Iterable[str], converting: tuple[str, ...] | None) -> None:
+         skipped: Iterable[str], converting: tuple[str, ...] | None,
+         expect: str | None = None) -> None:
+    """`expect`: the checksum the tree was built against, for an index someone else may
+    write (the user's, at a first snapshot): if it changed since, no state is saved."""
     checksum = index_checksum(stat_index)
     target = path_of(store_root)
-    if checksum is None:
+    if checksum is None or (expect is not None and checksum != expect):
         target.unlink(missing_ok=True)
         return
     text = json.dumps({"index": checksum, "tree": tree,
@@ -108,9 +111,11 @@ def index_checksum(path: Path) -> str | None:
 
 
 def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
-            skipped: Iterable[str]) -> TreeResult | None:
+            skipped: Iterable[str], stat_index: Path | None = None) -> TreeResult | None:
     """The state's tree plus `paths` (and the lag), saved as the new state; None when the
-    git way must build it (then nothing was saved)."""
+    git way must build it (then nothing was saved). `stat_index`: the index the state goes
+    with when it is not the private one (the user's, at a first snapshot: `firstsnap`)."""
+    index = stat_index if stat_index is not None else snap.store.stat_index
     from gitguard.snapshot import TreeResult, file_at
     from gitguard.treebuild import NeedsFullScan, needs_git_filters
 
@@ -125,7 +130,7 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
         return None     # a nested repository: update-index records it as git does
     converting = state.converting
     if converting is None:
-        converting = _converting_attributes(snap)
+        converting = _converting_attributes(snap, index)
     if needs_git_filters(snap.repo, converting) is not None:
         return None
     from gitguard.treebuild import IncrementalTree
@@ -141,7 +146,8 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
     # Killed here: the new objects are written and named by nothing; the saved state is
     # still the old one, true for the index as it is, so the next scan redoes this.
     faults.point("snapshot.after_tree")
-    save(snap.store.root, snap.store.stat_index, result.tree, todo, result.skipped, converting)
+    save(snap.store.root, index, result.tree, todo, result.skipped, converting,
+         expect=state.index if stat_index is not None else None)
     # What changed: the paths whose entry differs from the old tree. Not simply what was
     # asked: git reports a lag path even when its file is as the old tree has it (the
     # stat index is behind there), and a declared path may not have been written at all.
@@ -153,10 +159,10 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
                       skipped=result.skipped, base=state.tree)
 
 
-def _converting_attributes(snap: Snapshotter) -> tuple[str, ...]:
+def _converting_attributes(snap: Snapshotter, index: Path) -> tuple[str, ...]:
     """Attribute files that make git convert content (the engine's rule). Asked of the
     stat index: no lag path is a .gitattributes (`advance` refuses those), so the index
     lists every one the tree holds."""
     from gitguard.treebuild import converting_attributes
 
-    return tuple(converting_attributes(snap.ws.root, snap.ws.git_dir, snap.store.stat_index))
+    return tuple(converting_attributes(snap.ws.root, snap.ws.git_dir, index))

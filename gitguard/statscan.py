@@ -1,9 +1,11 @@
 """The no-daemon scan: `git status` against gitguard's private stat index.
 
 The stat index is a private index file, seeded from a byte copy of the user's index
-so the first scan re-hashes only what is dirty; it keeps git's untracked cache, so a
-scan stats unchanged directories instead of reading them. The user's `.git/index` is
-only ever read. (Split out of snapshot.py, which builds and records the trees.)
+so its first scan re-hashes only what is dirty; it keeps git's untracked cache, so a
+scan stats unchanged directories instead of reading them. The very first snapshot
+scans the user's index itself, read-only (`firstsnap`), and the copy is made at the
+scan after it. The user's `.git/index` is only ever read. (Split out of snapshot.py,
+which builds and records the trees.)
 """
 
 from __future__ import annotations
@@ -29,12 +31,20 @@ class StatScan:
     store: Store
     ws: Workspace
     settings: Settings
+    # Set while the first snapshot scans against the user's own index (`firstsnap`): git
+    # then only reads it (no optional locks, no untracked cache to write) and reports
+    # submodules' commits, which that snapshot's tree takes from the index.
+    _read_only_index: Path | None = None
 
     def _git(self, args: list[str], stdin: bytes | None = None, write_back: bool = False
              ) -> bytes:
         # The stat index is ours: git may keep its untracked cache (directory stat data, so
         # an unchanged directory is not read again) and refreshed stat data in it.
         # `write_back` lets `git status` write them (its "optional" index write).
+        if self._read_only_index is not None:
+            return run_git(args, git_dir=self.ws.git_dir, work_tree=self.ws.root,
+                           env={"GIT_INDEX_FILE": str(self._read_only_index)},
+                           stdin=stdin).stdout
         env = {"GIT_INDEX_FILE": str(self.store.stat_index)}
         if write_back:
             env["GIT_OPTIONAL_LOCKS"] = "1"
@@ -79,6 +89,10 @@ class StatScan:
         # imports (gitguard.prescan): its output, when it still holds for this index.
         early = prescan.take(self.ws.git_dir, self.ws.root, self.store.stat_index)
         out = early if early is not None else self._status("--untracked-files=normal")
+        return self._scan_from(out)
+
+    def _scan_from(self, out: bytes) -> tuple[list[bytes], list[str]]:
+        """`scan` from the output of its first status (`--untracked-files=normal`)."""
         changed, skipped, new_dirs = self._parse_status(out)
         # A tracked file that became a directory: `-unormal` shows only the deletion, never
         # the untracked directory in its place, so list that directory explicitly.
@@ -99,8 +113,9 @@ class StatScan:
         return changed, skipped
 
     def _status(self, *args: str) -> bytes:
+        submodules = "dirty" if self._read_only_index is not None else "all"
         return self._git(["status", "--porcelain=v2", "-z", "--no-renames",
-                          "--ignore-submodules=all", *args], write_back=True)
+                          f"--ignore-submodules={submodules}", *args], write_back=True)
 
     def _parse_status(self, out: bytes) -> tuple[list[bytes], list[str], list[bytes]]:
         changed: list[bytes] = []
