@@ -20,9 +20,12 @@ def main() -> None:
         sys.path.append(parent)
     from gitguard import entry
 
-    code = entry.try_daemon(sys.argv[1:])
+    code = entry.local_answer(sys.argv[1:])
+    if code is None:
+        code = entry.try_daemon(sys.argv[1:])
     if code is not None:
         sys.exit(code)
+    entry.early_scan(sys.argv[1:])
     entry.with_site_packages()
     from gitguard.cli import main as cli_main
 
