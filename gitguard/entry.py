@@ -198,7 +198,7 @@ def _claude_scans(stdin: bytes) -> str | None:
     if event not in _SCANNING_EVENTS and not (
             event in _ENDING_EVENTS and payload.get("tool_name") not in _MAY_DECLARE):
         return None
-    # commands/hooks._guard_for: CLAUDE_PROJECT_DIR, else the event's cwd
+    # integrations/hookcli._guard_for: CLAUDE_PROJECT_DIR, else the event's cwd
     for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
         if isinstance(candidate, str) and candidate and os.path.isdir(candidate):
             return candidate
@@ -226,6 +226,34 @@ def early_scan(argv: list[str]) -> None:
         atexit.register(prescan.drop)   # not taken (refused, nothing to do): end git now
 
 
+def hook_here(argv: list[str]) -> int | None:
+    """No daemon answered: `hook claude-code` and `hook git NAME ...` run here through
+    `integrations.hookcli`, the functions the click commands call, without importing click
+    and building the command tree. The exit code; None for any other command line (and
+    for anything click would read otherwise: a help flag, more than one -C)."""
+    parsed = split_global(argv)
+    if parsed is None or argv.count("-C") > 1:
+        return None
+    cwd, rest = parsed
+    if any(a in ("-h", "--help") for a in rest):
+        return None
+    if rest == ["hook", "claude-code"]:
+        from gitguard.integrations.hookcli import Opened, claude_code_hook
+
+        sys.stdout.write(claude_code_hook(Opened(cwd), _stdin_read) + "\n")
+        sys.stdout.flush()
+        return 0
+    if rest[:2] == ["hook", "git"] and len(rest) >= 3 and not rest[2].startswith("-"):
+        from gitguard.integrations.hookcli import Opened, git_hook
+
+        code, message = git_hook(Opened(cwd), rest[2], rest[3:], _stdin_read)
+        if message:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+        return code
+    return None
+
+
 def main() -> None:
     argv = sys.argv[1:]
     code = local_answer(argv)
@@ -234,6 +262,9 @@ def main() -> None:
     if code is not None:
         sys.exit(code)
     early_scan(argv)
+    code = hook_here(argv)
+    if code is not None:
+        sys.exit(code)
     from gitguard.cli import main as cli_main
 
     cli_main(argv)

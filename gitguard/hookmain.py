@@ -27,6 +27,9 @@ def main() -> None:
         sys.exit(code)
     entry.early_scan(sys.argv[1:])
     entry.with_site_packages()
+    code = entry.hook_here(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     from gitguard.cli import main as cli_main
 
     cli_main(sys.argv[1:])

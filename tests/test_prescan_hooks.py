@@ -185,3 +185,44 @@ def test_early_scan_starts_the_status_the_scan_then_takes(repo: Path) -> None:
         entry._stdin_read = None
         prescan.drop()
         guard.close()
+
+
+def _through_click(repo: Path, argv: list[str], stdin: bytes) -> tuple[int, str, str]:
+    """The click command (what the daemon runs), in a process that goes straight to it."""
+    code = ("import sys\nfrom gitguard.cli import run\n"
+            f"sys.exit(run({argv!r}))\n")
+    env = {**os.environ}
+    env.pop("GITGUARD_FAULT", None)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, input=stdin, env=env,
+                          capture_output=True)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def _direct(repo: Path, argv: list[str], stdin: bytes) -> tuple[int, str, str]:
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    env.pop("GITGUARD_FAULT", None)
+    proc = subprocess.run([sys.executable, "-m", "gitguard", *argv], cwd=repo, input=stdin,
+                          env=env, capture_output=True)
+    err = proc.stderr.decode()
+    assert not {"click", "gitguard.cli"} & {ln.split("|")[-1].strip() for ln in
+                                           err.splitlines() if ln.startswith("import time:")}
+    said = "".join(ln + "\n" for ln in err.splitlines() if not ln.startswith("import time:"))
+    return proc.returncode, proc.stdout.decode(), said
+
+
+def test_hooks_without_click_answer_as_the_click_commands(repo: Path) -> None:
+    _ready(repo)
+    answers = []
+    for i, runner in enumerate((_through_click, _direct)):
+        sent = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "session_id": "s1",
+                "tool_input": {"command": "make"}, "cwd": str(repo), "tool_use_id": f"t{i}"}
+        answers.append(runner(repo, ["hook", "claude-code"], json.dumps(sent).encode()))
+    assert answers[0] == answers[1] == (0, "{}\n", "")
+    broken = [runner(repo, ["hook", "claude-code"], b"[1, 2]")
+              for runner in (_through_click, _direct)]
+    assert broken[0][0] == broken[1][0] == 0
+    assert [json.loads(b[1])["systemMessage"] for b in broken][0] == \
+        [json.loads(b[1])["systemMessage"] for b in broken][1]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    argv = ["hook", "git", "post-checkout", head, head, "1"]
+    assert _through_click(repo, argv, b"") == _direct(repo, argv, b"") == (0, "", "")
