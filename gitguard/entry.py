@@ -73,6 +73,8 @@ def try_daemon(argv: list[str]) -> int | None:
         return None
     root, store = found
     stdin = sys.stdin.buffer.read() if wants_stdin(rest) else None
+    global _stdin_read
+    _stdin_read = stdin
     op = op_of(rest)
     try:
         answer = client.request(store, op, client.cli_args(rest, cwd, stdin))
@@ -129,6 +131,7 @@ def with_site_packages() -> None:
 
 
 _site_done = False
+_stdin_read: bytes | None = None    # what try_daemon read of stdin (and gave back)
 
 
 def _replay_stdin(data: bytes) -> None:
@@ -138,25 +141,130 @@ def _replay_stdin(data: bytes) -> None:
     sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding=sys.stdin.encoding or "utf-8")
 
 
-def early_scan(argv: list[str]) -> None:
-    """`resume` runs here, in this process: start its scan's `git status` now, so git
-    walks the workspace while Python imports the rest (gitguard.prescan)."""
+def local_answer(argv: list[str]) -> int | None:
+    """`hook git pre-push` is answered here, before the daemon is asked or anything is
+    imported: it reads git's ref list and needs no store, no daemon and no pygit2
+    (`git_hooks.handle` runs the same `pushcheck.check_push`). None for anything else."""
     parsed = split_global(argv)
-    if parsed is None or parsed[1][0] != "resume" or not is_fast(parsed[1]):
+    if parsed is None:
+        return None
+    rest = parsed[1]
+    if rest[:3] != ["hook", "git", "pre-push"] or any(a in ("-h", "--help") for a in rest):
+        return None
+    from gitguard.integrations.pushcheck import check_push
+
+    stdin = sys.stdin.buffer.read() if sys.stdin is not None else b""
+    code, message = check_push(rest[3:], stdin)
+    if message:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    return code
+
+
+def scans(rest: list[str], stdin: bytes | None) -> str | None:
+    """The directory whose workspace this command will scan first thing (its `git status`),
+    as the command itself will find it; None when it may not scan at all."""
+    if not is_fast(rest):
+        return None
+    if rest[0] == "resume" or rest[:2] == ["call", "begin"]:
+        return ""
+    if rest[:3] in (["hook", "git", "post-checkout"], ["hook", "git", "post-merge"],
+                    ["hook", "git", "post-rewrite"]):
+        return ""
+    if rest[:2] == ["hook", "claude-code"] and stdin:
+        return _claude_scans(stdin)
+    return None
+
+
+# Claude Code events whose handling takes a snapshot that scans: a begin, and the post
+# checkpoints. A call's end scans only when the call is not declared-only (below).
+_SCANNING_EVENTS = ("PreToolUse", "UserPromptSubmit", "Stop", "SessionEnd")
+_ENDING_EVENTS = ("PostToolUse", "PostToolUseFailure", "PermissionDenied")
+# Tools whose end may skip the scan (claude_code.PATH_KEYS, Codex's apply_patch): their end
+# gets no early status, which would only be dropped.
+_MAY_DECLARE = ("Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch")
+
+
+def _claude_scans(stdin: bytes) -> str | None:
+    import json
+
+    try:
+        payload = json.loads(stdin)
+    except ValueError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    event = payload.get("hook_event_name")
+    if event not in _SCANNING_EVENTS and not (
+            event in _ENDING_EVENTS and payload.get("tool_name") not in _MAY_DECLARE):
+        return None
+    # integrations/hookcli._guard_for: CLAUDE_PROJECT_DIR, else the event's cwd
+    for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
+        if isinstance(candidate, str) and candidate and os.path.isdir(candidate):
+            return candidate
+    return ""
+
+
+def early_scan(argv: list[str]) -> None:
+    """A command that runs here and will scan the workspace (resume, `call begin`, the
+    hooks that take a snapshot): start its scan's `git status` now, so git walks the
+    workspace while Python imports the rest (gitguard.prescan). An early status the
+    command does not take is ended at exit."""
+    parsed = split_global(argv)
+    if parsed is None:
         return
-    found = client.find_store(parsed[0])
+    where = scans(parsed[1], _stdin_read)
+    if where is None:
+        return
+    found = client.find_store(os.path.join(parsed[0], where))
     if found is not None:
+        import atexit
+
         from gitguard import prescan
 
         prescan.start(*found)
+        atexit.register(prescan.drop)   # not taken (refused, nothing to do): end git now
+
+
+def hook_here(argv: list[str]) -> int | None:
+    """No daemon answered: `hook claude-code` and `hook git NAME ...` run here through
+    `integrations.hookcli`, the functions the click commands call, without importing click
+    and building the command tree. The exit code; None for any other command line (and
+    for anything click would read otherwise: a help flag, more than one -C)."""
+    parsed = split_global(argv)
+    if parsed is None or argv.count("-C") > 1:
+        return None
+    cwd, rest = parsed
+    if any(a in ("-h", "--help") for a in rest):
+        return None
+    if rest == ["hook", "claude-code"]:
+        from gitguard.integrations.hookcli import Opened, claude_code_hook
+
+        sys.stdout.write(claude_code_hook(Opened(cwd), _stdin_read) + "\n")
+        sys.stdout.flush()
+        return 0
+    if rest[:2] == ["hook", "git"] and len(rest) >= 3 and not rest[2].startswith("-"):
+        from gitguard.integrations.hookcli import Opened, git_hook
+
+        code, message = git_hook(Opened(cwd), rest[2], rest[3:], _stdin_read)
+        if message:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+        return code
+    return None
 
 
 def main() -> None:
     argv = sys.argv[1:]
-    code = try_daemon(argv)
+    code = local_answer(argv)
+    if code is None:
+        code = try_daemon(argv)
     if code is not None:
         sys.exit(code)
     early_scan(argv)
+    code = hook_here(argv)
+    if code is not None:
+        sys.exit(code)
     from gitguard.cli import main as cli_main
 
     cli_main(argv)

@@ -20,10 +20,16 @@ def main() -> None:
         sys.path.append(parent)
     from gitguard import entry
 
-    code = entry.try_daemon(sys.argv[1:])
+    code = entry.local_answer(sys.argv[1:])
+    if code is None:
+        code = entry.try_daemon(sys.argv[1:])
     if code is not None:
         sys.exit(code)
+    entry.early_scan(sys.argv[1:])
     entry.with_site_packages()
+    code = entry.hook_here(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     from gitguard.cli import main as cli_main
 
     cli_main(sys.argv[1:])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,13 +45,17 @@ class Retention:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        fh = path.open("rb")
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as exc:
-        raise GitguardError(f"{path.name} is not valid TOML: {exc}",
-                            f"fix the syntax in {path}") from exc
+    import tomllib  # only for a file that exists: its import is paid by every fresh process
+
+    with fh:
+        try:
+            return tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise GitguardError(f"{path.name} is not valid TOML: {exc}",
+                                f"fix the syntax in {path}") from exc
 
 
 def project_config(root: Path) -> dict[str, Any]:

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
-from gitguard import jsontext
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
-
-STDIN_HOOKS = ("pre-push", "post-rewrite")
 
 
 @click.group()
@@ -98,17 +91,9 @@ def hook_git(ctx: Ctx, name: str, args: tuple[str, ...]) -> None:
 
     Never fails a post-* hook; exits 4 when pre-push refuses a push of refs/gitguard/*.
     """
-    from gitguard.integrations import git_hooks, hooklog
+    from gitguard.integrations.hookcli import git_hook
 
-    stdin = sys.stdin.buffer.read() if name in STDIN_HOOKS else b""
-    try:
-        code, message = git_hooks.handle(ctx.guard, name, list(args), stdin)
-    except Exception as exc:  # a hook must not break git: log it and say so
-        store = ctx.guard.store.root if ctx._guard is not None else None
-        where = hooklog.log_failure(store, f"git {name}", exc)
-        code = 3 if name == "pre-push" else 0  # the pre-push shim then checks on its own
-        message = (f"gitguard: its {name} hook failed ({type(exc).__name__}: {exc}); your git "
-                   f"command is not affected. Details: {where}")
+    code, message = git_hook(ctx, name, list(args))
     if message:
         click.echo(message, err=True)
     raise click.exceptions.Exit(code)
@@ -121,26 +106,6 @@ def hook_claude_code(ctx: Ctx) -> None:
 
     Example: echo '{"hook_event_name": "Stop", "session_id": "s1"}' | gitguard hook claude-code
     """
-    from gitguard.integrations import claude_code, hooklog
+    from gitguard.integrations.hookcli import claude_code_hook
 
-    answer: dict[str, Any]
-    try:
-        payload = json.loads(sys.stdin.buffer.read() or b"null")
-        if not isinstance(payload, dict):
-            raise ValueError("the hook event on stdin is not a JSON object")
-        answer = claude_code.handle(_guard_for(ctx, payload), payload)
-    except Exception as exc:  # the agent must keep working: log it and allow
-        store = ctx.guard.store.root if ctx._guard is not None else None
-        where = hooklog.log_failure(store, "claude-code", exc)
-        answer = {"systemMessage": f"gitguard: its hook failed ({type(exc).__name__}: {exc}); "
-                                   f"nothing was blocked. Details: {where}"}
-    click.echo(jsontext.dumps(answer))
-
-
-def _guard_for(ctx: Ctx, payload: dict[str, Any]) -> Any:
-    """The project the agent works in: CLAUDE_PROJECT_DIR, else the event's cwd."""
-    for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
-        if isinstance(candidate, str) and candidate and Path(candidate).is_dir():
-            ctx.path = candidate
-            break
-    return ctx.guard
+    click.echo(claude_code_hook(ctx))

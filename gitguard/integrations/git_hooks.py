@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitguard import attribution, checkpoints, clock, ledger, trace
-from gitguard.errors import EXIT_REFUSED
 from gitguard.gitcmd import run_git
 from gitguard.integrations import baselines
 from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
+from gitguard.integrations.pushcheck import check_push
 from gitguard.models import CheckpointIndexRow, Confidence, ToolLedgerEntry
 from gitguard.snapshot import EMPTY_TREE
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from gitguard.api import Guard
 
 HOOKS = ("post-checkout", "post-merge", "post-rewrite", "post-commit", "pre-push")
-HIDDEN_PREFIX = "refs/gitguard/"
 _PATHSPECS_PER_RUN = 500     # one ls-files per so many paths keeps argv well under ARG_MAX
 
 
@@ -60,29 +59,6 @@ def handle(guard: Guard, name: str, args: list[str], stdin: bytes,
         return 0, _post_commit(guard, env)
     old, kind = _move_start(guard, name, args, stdin)
     return 0, _record_move(guard, name, kind, old, env)
-
-
-def check_push(args: Sequence[str], stdin: bytes) -> tuple[int, str]:
-    """Refuse a push whose ref list names refs/gitguard/* (deleting one remotely is fine)."""
-    refused: list[str] = []
-    for line in stdin.decode(errors="replace").splitlines():
-        fields = line.split()
-        if len(fields) != 4:
-            continue
-        local_ref, local_oid, remote_ref, _ = fields
-        deleting = set(local_oid) == {"0"}
-        if local_ref.startswith(HIDDEN_PREFIX) or (remote_ref.startswith(HIDDEN_PREFIX)
-                                                   and not deleting):
-            refused.append(local_ref if local_ref.startswith(HIDDEN_PREFIX) else remote_ref)
-    if not refused:
-        return 0, ""
-    remote = args[0] if args else "the remote"
-    more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
-    return EXIT_REFUSED, (
-        f"gitguard: refusing to push {refused[0]}{more} to {remote}: refs/gitguard/* hold "
-        f"gitguard's private snapshots of your workspace, and `git push --mirror` sends every "
-        f"ref. Nothing was pushed. Push branches and tags instead: "
-        f"git push {remote} --all && git push {remote} --tags")
 
 
 def _rebasing(guard: Guard) -> bool:

@@ -1,0 +1,91 @@
+"""What `gitguard hook claude-code` and `gitguard hook git NAME` do, without click.
+
+The click commands (commands/hooks.py, which the daemon runs too) call these functions;
+with no daemon, `gitguard.entry` calls them directly, so a fresh hook process does not
+import click and build the command tree (tens of milliseconds of every hook). The answer,
+the messages and the exit code are the same either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+STDIN_HOOKS = ("pre-push", "post-rewrite")
+
+
+class GuardHolder(Protocol):
+    """cli.Ctx, or `Opened` below: a path, and a Guard opened on first use."""
+    path: str
+    _guard: Any
+
+    @property
+    def guard(self) -> Any: ...
+
+
+class Opened:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._guard: Any = None
+
+    @property
+    def guard(self) -> Any:
+        if self._guard is None:
+            from gitguard.api import Guard
+
+            self._guard = Guard.open(self.path)
+        return self._guard
+
+
+def git_hook(ctx: GuardHolder, name: str, args: list[str], stdin: bytes | None = None
+             ) -> tuple[int, str]:
+    """Exit code and the message for stderr ('' for none). `stdin`: what was read of it
+    already (the entry's daemon attempt), else it is read here when the hook takes it."""
+    from gitguard.integrations import git_hooks, hooklog
+
+    if name not in STDIN_HOOKS:
+        stdin = b""
+    elif stdin is None:
+        stdin = sys.stdin.buffer.read()
+    try:
+        code, message = git_hooks.handle(ctx.guard, name, list(args), stdin)
+    except Exception as exc:  # a hook must not break git: log it and say so
+        store = ctx.guard.store.root if ctx._guard is not None else None
+        where = hooklog.log_failure(store, f"git {name}", exc)
+        code = 3 if name == "pre-push" else 0  # the pre-push shim then checks on its own
+        message = (f"gitguard: its {name} hook failed ({type(exc).__name__}: {exc}); your git "
+                   f"command is not affected. Details: {where}")
+    return code, message
+
+
+def claude_code_hook(ctx: GuardHolder, stdin: bytes | None = None) -> str:
+    """The JSON answer to print for the event on stdin (always exit 0)."""
+    from gitguard import jsontext
+    from gitguard.integrations import claude_code, hooklog
+
+    answer: dict[str, Any]
+    try:
+        if stdin is None:
+            stdin = sys.stdin.buffer.read()
+        payload = json.loads(stdin or b"null")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook event on stdin is not a JSON object")
+        answer = claude_code.handle(_guard_for(ctx, payload), payload)
+    except Exception as exc:  # the agent must keep working: log it and allow
+        store = ctx.guard.store.root if ctx._guard is not None else None
+        where = hooklog.log_failure(store, "claude-code", exc)
+        answer = {"systemMessage": f"gitguard: its hook failed ({type(exc).__name__}: {exc}); "
+                                   f"nothing was blocked. Details: {where}"}
+    return jsontext.dumps(answer)
+
+
+def _guard_for(ctx: GuardHolder, payload: dict[str, Any]) -> Any:
+    """The project the agent works in: CLAUDE_PROJECT_DIR, else the event's cwd."""
+    for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
+        if isinstance(candidate, str) and candidate and Path(candidate).is_dir():
+            ctx.path = candidate
+            break
+    return ctx.guard
