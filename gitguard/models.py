@@ -46,8 +46,18 @@ def _skip_plugin_lookup_when_none_is_installed() -> None:
                 return      # maybe a plugin: pydantic's loader decides
     import types
 
+    def _real(attribute: str) -> Any:
+        # A newer pydantic asking the loader for anything else gets the real module:
+        # the stand-in then steps aside, so an upgrade costs the import, never an error.
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)     # the import system's own questions
+        del sys.modules[name]
+        import importlib
+        return getattr(importlib.import_module(name), attribute)
+
     loader = types.ModuleType(name, "gitguard: no installed pydantic plugin")
     loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+    loader.__getattr__ = _real  # type: ignore[method-assign]
     sys.modules[name] = loader
 
 

@@ -15,7 +15,7 @@ from gitguard import ledger
 loader = sys.modules.get("pydantic.plugin._loader")
 from pydantic.plugin._loader import get_plugins
 print("metadata" if "importlib.metadata" in sys.modules else "no-metadata",
-      "stand-in" if loader is not None and not hasattr(loader, "PYDANTIC_ENTRY_POINT_GROUP")
+      "stand-in" if loader is not None and (loader.__doc__ or "").startswith("gitguard")
       else "pydantic", len(list(get_plugins())))
 """
 
@@ -47,3 +47,15 @@ def test_an_installed_pydantic_plugin_still_loads(tmp_path: Path) -> None:
         "        return None, None, None\n"
         "plugin = _Plugin()\n")
     assert _probe(tmp_path, site) == ["metadata", "pydantic", "1"]
+
+
+def test_the_stand_in_hands_anything_else_to_pydantics_loader(tmp_path: Path) -> None:
+    """A newer pydantic that asks the loader for more than `get_plugins` gets the real
+    module, not an ImportError in every gitguard process."""
+    probe = ("import sys\nimport gitguard.models\n"
+             "from pydantic.plugin._loader import PYDANTIC_ENTRY_POINT_GROUP as group\n"
+             "print(group, 'importlib.metadata' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["pydantic", "True"]
