@@ -35,6 +35,7 @@ import os
 import queue
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -193,6 +194,11 @@ class WatchdogSource:
         from watchdog.observers.inotify_c import InotifyConstants as C
         from watchdog.observers.inotify_c import InotifyFD, Mask
 
+        # watchdog's recursive registration races a new directory's own create event and
+        # then re-adds the same callback for a watch it holds, with a RuntimeWarning that
+        # says it overwrote it with itself: nothing is lost, so the daemon log stays quiet.
+        warnings.filterwarnings("ignore", r"Callback with id .* already exists",
+                                RuntimeWarning, r"watchdog\.observers\.inotify")
         mask = Mask(C.IN_CREATE | C.IN_MODIFY | C.IN_CLOSE_WRITE | C.IN_ATTRIB | C.IN_DELETE
                     | C.IN_MOVED_FROM | C.IN_MOVED_TO | C.IN_DELETE_SELF)
         if self.barriers.in_tree:
