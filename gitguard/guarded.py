@@ -15,7 +15,6 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -329,9 +328,9 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
         for step in writes:
             settle(step, one(step))
     else:
-        with ThreadPoolExecutor(fileops.THREADS, thread_name_prefix="gitguard-write") as pool:
-            for step, outcome in zip(writes, pool.map(one, writes), strict=True):
-                settle(step, outcome)
+        for step, outcome in zip(writes, fileops.in_threads(one, writes, "gitguard-write"),
+                                 strict=True):
+            settle(step, outcome)
     return done, raced, known
 
 
