@@ -15,9 +15,12 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+import pygit2
 
 from gitguard import (
     checkpoints,
@@ -34,6 +37,7 @@ from gitguard import (
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
 from gitguard.models import (
+    SCHEMA_VERSION,
     Checkpoint,
     CheckpointIndexRow,
     FilePatchEntry,
@@ -104,28 +108,31 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     # GIL; _write_all's workers do only file-system calls). The patch is made now, from
     # the trees the writes will produce, so it goes into the same durable append as the
     # input: one fsync, not two files with a file and a directory fsync each.
-    content = {s.path: s.data if s.data is not None else g.snap.read_blob(s.target.oid)
+    content = {s.path: s.data if s.data is not None else _blob(g, s.target.oid)
                for s in steps if s.target is not None}
     planned_post = treeedit.tree_with(g.snap.repo, safety_tree,
                                       {s.path: s.target for s in steps})
     known = _known(steps, seen, content)
     patch = _patch(g, safety_tree, planned_post, [s.path for s in steps], known) if steps else b""
-    safety = checkpoints.write(
-        g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
-        tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
-        step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
-    faults.point("rollback.after_safety")
-
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
     # Input and patch in one append to the session's artifact journal, fsynced once (as
     # `call begin` and `call end` store theirs), before the `started` entry names the input.
-    # A kill before the entry leaves them unnamed, as a killed call's input is.
-    patch_name = f"patch_{call_id}.diff"
-    refs = g.store.append_artifacts(session_id, [
-        (f"input_{call_id}.json", durable.canonical_json(tool_input)),
-        *([(patch_name, patch)] if steps else [])])
+    # A kill before the entry leaves them unnamed, as a killed call's input is (a torn
+    # append is repaired like any journal's). The append runs beside the safety checkpoint:
+    # file-system calls only, no pygit2, and the two fsyncs overlap instead of queueing.
+    items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
+    if steps:
+        items.append((f"patch_{call_id}.diff", patch))
+    with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
+        appended = pool.submit(g.store.append_artifacts, session_id, items)
+        safety = checkpoints.write(
+            g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
+            tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
+            step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
+        faults.point("rollback.after_safety")
+        refs = appended.result()
     input_ref = refs[0]
     planned = ToolLedgerEntry(
         call_id=call_id, step_id=id_prefix, tool_name=tool_name,
@@ -159,8 +166,10 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
         step_id=id_prefix, call_id=call_id, dirty=post_dirty)
     stamp = clock.stamp()
-    patches = tuple(FilePatchEntry(
-        path=s.path, before_hash=s.expected.oid if s.expected else None,
+    # Built from typed values without validating them again (a test reads them back).
+    patches = tuple(FilePatchEntry.model_construct(
+        schema_version=SCHEMA_VERSION, path=s.path,
+        before_hash=s.expected.oid if s.expected else None,
         after_hash=s.target.oid if s.target else None, patch_ref=patch_ref,
         tool_call_id=call_id, created_at=stamp,
         before_mode=s.expected.mode if s.expected else None,
@@ -193,6 +202,14 @@ def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
             and g.snap.head_info()[0] == base.head):
         return post_tree, (list(base.dirty), base.dirty_count)
     return post_tree, dirty_delta.derive(g.snap, safety, post_tree, written)
+
+
+def _blob(g: Guard, oid: str) -> bytes:
+    """`snap.read_blob` without making an object of it: the odb's type and bytes."""
+    kind, data = g.snap.repo.odb.read(oid)
+    if kind != pygit2.enums.ObjectType.BLOB:
+        raise KeyError(oid)
+    return bytes(data)
 
 
 def _known(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,

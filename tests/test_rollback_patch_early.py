@@ -52,6 +52,9 @@ def test_patch_made_before_the_writes_equals_the_diff_of_the_checkpoints(repo: P
         names = {p.name for p in guard.store.artifacts_dir.iterdir()}
         assert not any(n.startswith(("patch_rollback", "input_rollback")) for n in names)
         assert b'"targets"' in guard.store.read_artifact(entry.input_ref or "")
+        # The file patch rows, built without validation, read back (validated) the same.
+        assert ledger.read(guard.store).entries[entry.call_id].file_patches == \
+            entry.file_patches
         # The state the rollback left is the target's; its patch undoes it.
         subprocess.run(["git", "apply", "-R", "--check"], cwd=repo, input=stored, check=True)
     finally:
