@@ -44,17 +44,15 @@ _Out = TypeVar("_Out")
 
 
 def in_threads(fn: Callable[[_In], _Out], items: Sequence[_In], name: str) -> list[_Out]:
-    """`[fn(x) for x in items]` in THREADS threads, each taking one contiguous slice.
-
-    One task per slice, not per item: a future per path made a Condition and a lock
-    handshake each (about a quarter of a 100-path rollback's Python time). Neighbours in
-    a sorted list share directories, so a slice keeps them in one thread."""
+    """`[fn(x) for x in items]` in THREADS threads, one contiguous slice each: a future per
+    item cost a Condition and a lock handshake per path; neighbours share directories."""
+    if not items:
+        return []
     size = -(-len(items) // THREADS)
     slices = [items[at:at + size] for at in range(0, len(items), size)]
     with ThreadPoolExecutor(len(slices), thread_name_prefix=name) as pool:
         return [out for done in pool.map(lambda part: [fn(x) for x in part], slices)
                 for out in done]
-
 
 
 @dataclass(frozen=True)
