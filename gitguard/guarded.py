@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import pygit2
+
 from gitguard import (
     checkpoints,
     clock,
@@ -35,6 +37,7 @@ from gitguard import (
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
 from gitguard.models import (
+    SCHEMA_VERSION,
     Checkpoint,
     CheckpointIndexRow,
     FilePatchEntry,
@@ -101,16 +104,36 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                             "take one with `gitguard checkpoint`")
     call_id = next_call_id(state, id_prefix)
     safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
-    safety = checkpoints.write(
-        g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
-        tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
-        step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
-    faults.point("rollback.after_safety")
-
+    # The bytes to write come from the object store here, in this thread (pygit2 holds the
+    # GIL; _write_all's workers do only file-system calls). The patch is made now, from
+    # the trees the writes will produce, so it goes into the same durable append as the
+    # input: one fsync, not two files with a file and a directory fsync each.
+    content = {s.path: s.data if s.data is not None else _blob(g, s.target.oid)
+               for s in steps if s.target is not None}
+    planned_post = treeedit.tree_with(g.snap.repo, safety_tree,
+                                      {s.path: s.target for s in steps})
+    known = _known(steps, seen, content)
+    patch = _patch(g, safety_tree, planned_post, [s.path for s in steps], known) if steps else b""
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
-    input_ref = g.store.write_artifact(f"input_{call_id}.json", durable.canonical_json(tool_input))
+    # Input and patch in one append to the session's artifact journal, fsynced once (as
+    # `call begin` and `call end` store theirs), before the `started` entry names the input.
+    # A kill before the entry leaves them unnamed, as a killed call's input is (a torn
+    # append is repaired like any journal's). The append runs beside the safety checkpoint:
+    # file-system calls only, no pygit2, and the two fsyncs overlap instead of queueing.
+    items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
+    if steps:
+        items.append((f"patch_{call_id}.diff", patch))
+    with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
+        appended = pool.submit(g.store.append_artifacts, session_id, items)
+        safety = checkpoints.write(
+            g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
+            tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
+            step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
+        faults.point("rollback.after_safety")
+        refs = appended.result()
+    input_ref = refs[0]
     planned = ToolLedgerEntry(
         call_id=call_id, step_id=id_prefix, tool_name=tool_name,
         input_hash=ledger.input_hash(tool_input), status="planned", risk_level="medium",
@@ -124,32 +147,33 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    done, raced, known = _write_all(g, steps, seen)
+    done, raced, read = _write_all(g, steps, seen, content)
 
     written = {s.path: s.target for s in done}
-    post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base)
+    # Every step written (the usual case): the trees and the patch made above are exact.
+    post_tree = planned_post if len(done) == len(steps) else None
+    post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base, post_tree)
+    patch_ref = refs[-1] if steps else ""
+    if done and post_tree != planned_post:
+        # Something changed under a write and was left: the patch of what was written.
+        # The bytes the last checks read are what those paths held.
+        known.update(read)
+        patch_ref = g.store.append_artifacts(session_id, [(
+            f"patch_{call_id}_written.diff",
+            _patch(g, safety_tree, post_tree, list(written), known))])[0]
     post = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="post",
         tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
         step_id=id_prefix, call_id=call_id, dirty=post_dirty)
-    patches: tuple[FilePatchEntry, ...] = ()
-    if done:
-        # Every difference between the two trees is a path written here (a path replaced by
-        # a directory brings what is under it, and then the whole tree diff is needed, which
-        # prunes equal subtrees by id); the patch text is made in-process, as call end makes
-        # it (no git subprocess), from bytes already read.
-        changes = dirty_delta.changes(g.snap.repo, safety_tree, post_tree, written)
-        if changes is None:
-            changes = treediff.diff_trees(g.snap.repo, safety_tree, post_tree)
-        patch_ref = g.store.write_artifact(f"patch_{call_id}.diff",
-                                           patchtext.render(g.snap.repo, changes, known))
-        stamp = clock.stamp()
-        patches = tuple(FilePatchEntry(
-            path=s.path, before_hash=s.expected.oid if s.expected else None,
-            after_hash=s.target.oid if s.target else None, patch_ref=patch_ref,
-            tool_call_id=call_id, created_at=stamp,
-            before_mode=s.expected.mode if s.expected else None,
-            after_mode=s.target.mode if s.target else None) for s in done)
+    stamp = clock.stamp()
+    # Built from typed values without validating them again (a test reads them back).
+    patches = tuple(FilePatchEntry.model_construct(
+        schema_version=SCHEMA_VERSION, path=s.path,
+        before_hash=s.expected.oid if s.expected else None,
+        after_hash=s.target.oid if s.target else None, patch_ref=patch_ref,
+        tool_call_id=call_id, created_at=stamp,
+        before_mode=s.expected.mode if s.expected else None,
+        after_mode=s.target.mode if s.target else None) for s in done)
     finished = started.model_copy(update={
         "status": "succeeded", "finished_at": clock.stamp(), "file_patches": patches,
         "post_checkpoint_id": post.checkpoint_id,
@@ -163,8 +187,8 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
 
 
 def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
-               written: Mapping[str, FileState | None], base: Checkpoint | None
-               ) -> tuple[str, tuple[list[str], int] | None]:
+               written: Mapping[str, FileState | None], base: Checkpoint | None,
+               post_tree: str | None = None) -> tuple[str, tuple[list[str], int] | None]:
     """The tree after the writes and its dirty summary.
 
     A rollback that put back every path that differed from its target usually ends on
@@ -172,11 +196,41 @@ def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
     under the same HEAD, the target's dirty summary is the post checkpoint's too (same
     tree, same HEAD), with no lookups in three trees per path.
     """
-    post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
+    if post_tree is None:
+        post_tree = treeedit.tree_with(g.snap.repo, safety_tree, written)
     if (base is not None and post_tree == g.snap.tree_of(base.snapshot_commit)
             and g.snap.head_info()[0] == base.head):
         return post_tree, (list(base.dirty), base.dirty_count)
     return post_tree, dirty_delta.derive(g.snap, safety, post_tree, written)
+
+
+def _blob(g: Guard, oid: str) -> bytes:
+    """`snap.read_blob` without making an object of it: the odb's type and bytes."""
+    kind, data = g.snap.repo.odb.read(oid)
+    if kind != pygit2.enums.ObjectType.BLOB:
+        raise KeyError(oid)
+    return bytes(data)
+
+
+def _known(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
+           content: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Blob contents by id already in hand (what the plan read, what will be written), so
+    the patch reads none of them back from the object store."""
+    known = {s.state.oid: s.data for s in (seen or {}).values()}
+    known.update((s.target.oid, content[s.path]) for s in steps if s.target is not None)
+    return known
+
+
+def _patch(g: Guard, old_tree: str, new_tree: str, paths: list[str],
+           known: Mapping[str, bytes]) -> bytes:
+    """The patch from `old_tree` to `new_tree`, which differ only at `paths` (and under
+    them). Every difference is a path written (a path replaced by a directory brings what
+    is under it, and then the whole tree diff is needed, which prunes equal subtrees by
+    id); made in-process, as call end makes it (no git subprocess)."""
+    changes = dirty_delta.changes(g.snap.repo, old_tree, new_tree, paths)
+    if changes is None:
+        changes = treediff.diff_trees(g.snap.repo, old_tree, new_tree)
+    return patchtext.render(g.snap.repo, changes, known)
 
 
 def _dirty_from(g: Guard, latest: CheckpointIndexRow, tree: str,
@@ -215,8 +269,8 @@ Raced = list[tuple[Step, FileState | None | Literal["other"]]]
 
 
 
-def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None = None
-               ) -> tuple[list[Step], Raced, dict[str, bytes]]:
+def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
+               content: Mapping[str, bytes]) -> tuple[list[Step], Raced, dict[str, bytes]]:
     """Deletions deepest first, then writes shallowest first; each re-checked just before.
 
     The check reads the file again unless `seen` holds bytes read earlier whose lstat,
@@ -224,8 +278,8 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
     size and can keep the mtime (utime, or the mtime's granularity) but always moves the
     ctime, which no program can set back.
 
-    Also returns the bytes read on the way by blob id (what each path held, what was
-    written) for the patch, so it reads no blob back from the object store.
+    `content`: the bytes to write per path. Also returns the bytes the last checks read
+    by blob id (what each path held), for a patch of what was written.
 
     No working-tree file is fsynced, as `git checkout` fsyncs none (core.fsync covers
     objects, refs and the index, never the worktree). A power cut can lose the newest
@@ -249,10 +303,6 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
                                                           if s.target is None)]
     writes = sorted((s for s in steps if s.target is not None),
                     key=lambda s: (s.path.count("/"), s.path))
-    # The bytes come from the object store here, in this thread: pygit2 holds the GIL and
-    # the workers below do only file-system calls, which release it.
-    content = {s.path: s.data if s.data is not None else g.snap.read_blob(s.target.oid)
-               for s in writes if s.target is not None}
     done: list[Step] = []
     raced: Raced = []
     known: dict[str, bytes] = {}
@@ -279,8 +329,6 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
             return
         if isinstance(found, FileState) and held is not None:
             known[found.oid] = held
-        if step.target is not None:
-            known[step.target.oid] = content[step.path]
         done.append(step)
         faults.point("rollback.mid_apply")
 
@@ -297,9 +345,9 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
         for step in writes:
             settle(step, one(step))
     else:
-        with ThreadPoolExecutor(fileops.THREADS, thread_name_prefix="gitguard-write") as pool:
-            for step, outcome in zip(writes, pool.map(one, writes), strict=True):
-                settle(step, outcome)
+        for step, outcome in zip(writes, fileops.in_threads(one, writes, "gitguard-write"),
+                                 strict=True):
+            settle(step, outcome)
     return done, raced, known
 
 

@@ -13,6 +13,7 @@ deleted, renamed-mode, symlink, submodule, binary and non-UTF-8 paths.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 
 import pygit2
@@ -25,7 +26,8 @@ _GITLINK = 0o160000
 _KIND = 0o170000
 _ESCAPES = {0x07: b"\\a", 0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0B: b"\\v",
             0x0C: b"\\f", 0x0D: b"\\r", 0x22: b'\\"', 0x5C: b"\\\\"}
-_BODY_STARTS = (b"@@ ", b"GIT binary patch", b"Binary files ")
+_BODY_STARTS = (b"\n@@ ", b"\nGIT binary patch", b"\nBinary files ")
+_NEEDS_QUOTES = re.compile(rb'[\x00-\x1f\x7f-\xff"\\]')   # what _quoted escapes
 
 
 def render(repo: pygit2.Repository, changes: Iterable[Change],
@@ -87,7 +89,7 @@ def _body(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
                                      old_as_path=name, new_as_path=name,
                                      flag=_FLAGS)
     data = patch.data
-    found = [at for at in (data.find(b"\n" + marker) for marker in _BODY_STARTS) if at >= 0]
+    found = [at for at in map(data.find, _BODY_STARTS) if at >= 0]
     return data[min(found) + 1:] if found else b""
 
 
@@ -107,7 +109,7 @@ def _content(repo: pygit2.Repository, side: tuple[int, str] | None,
 
 def _quoted(name: bytes) -> bytes:
     """git's C-style quoting of a path (core.quotePath's default): as-is when plain."""
-    if not any(c < 0x20 or c >= 0x7F or c in (0x22, 0x5C) for c in name):
+    if _NEEDS_QUOTES.search(name) is None:
         return name
     out = bytearray(b'"')
     for c in name:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard.patchtext import render
+from gitguard.patchtext import _quoted, render
 from gitguard.treediff import diff_trees
 
 Files = dict[bytes, tuple[int, bytes]]      # path -> (mode, content); 160000: a gitlink id
@@ -151,3 +151,13 @@ def test_contents_the_caller_holds_give_the_same_patch(tmp_path: Path) -> None:
     some = next(c for c in changes if c.path == "edit.txt")
     assert some.new_oid is not None
     assert b"+held\n" in render(git_repo, [some], {**known, some.new_oid: b"held\n"})
+
+
+def test_quoting_is_decided_per_byte_as_git_decides() -> None:
+    """The regex that finds a name plain quotes exactly the names a byte-by-byte check
+    (a control byte, DEL and above, `"` or backslash) quotes."""
+    for c in range(256):
+        name = b"a" + bytes([c]) + b"b"
+        plain = not (c < 0x20 or c >= 0x7F or c in (0x22, 0x5C))
+        assert (_quoted(name) == name) is plain, c
+    assert _quoted("caf\udce9 x".encode(errors="surrogateescape")) == b'"caf\\351 x"'
