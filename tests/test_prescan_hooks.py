@@ -55,7 +55,8 @@ def _in_process_tree(repo: Path) -> str:
 
 def _ready(repo: Path) -> None:
     gg(repo, "init", "--no-hooks", "--no-daemon")
-    gg(repo, "checkpoint")          # the stat index the early status needs
+    gg(repo, "checkpoint")          # the first snapshot reads the user's index read-only,
+    gg(repo, "checkpoint")          # the second makes the stat index the early status needs
     (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
     (repo / "notes.txt").write_text("new\n")
     (repo / "pkg").mkdir()
