@@ -117,16 +117,22 @@ def test_directory_memo_equals_a_fresh_walk_when_directories_change(repo: Path,
     assert fast.tree == full.tree, git(repo, "diff-tree", "-r", fast.tree, full.tree)
 
 
-def test_tracked_ignored_files_stay_in_the_daemon_tree(repo: Path) -> None:
-    (repo / "keep.log").write_text("tracked although ignored\n")
-    git(repo, "add", "-f", "keep.log")
-    git(repo, "commit", "-qm", "tracked log")
+def _scripted_daemon(repo: Path) -> tuple[Daemon, ScriptedSource]:
+    """A started daemon without a socket, fed by a scripted event source."""
     sink: queue.SimpleQueue[Item] = queue.SimpleQueue()
     source = ScriptedSource(sink)
     ws = discover(repo)
     Store(ws).create()
     daemon = Daemon(ws, logging.getLogger("gitguard.test"), source=source, sink=sink)
     daemon.start(serve_socket=False)
+    return daemon, source
+
+
+def test_tracked_ignored_files_stay_in_the_daemon_tree(repo: Path) -> None:
+    (repo / "keep.log").write_text("tracked although ignored\n")
+    git(repo, "add", "-f", "keep.log")
+    git(repo, "commit", "-qm", "tracked log")
+    daemon, source = _scripted_daemon(repo)
     try:
         engine = daemon.engine
         (repo / "keep.log").write_text("changed, still tracked\n")
@@ -148,12 +154,7 @@ def test_tracked_ignored_files_stay_in_the_daemon_tree(repo: Path) -> None:
 
 
 def test_fanout_directories_are_made_at_start_and_again_in_idle_time(repo: Path) -> None:
-    sink: queue.SimpleQueue[Item] = queue.SimpleQueue()
-    source = ScriptedSource(sink)
-    ws = discover(repo)
-    Store(ws).create()
-    daemon = Daemon(ws, logging.getLogger("gitguard.test"), source=source, sink=sink)
-    daemon.start(serve_socket=False)
+    daemon, source = _scripted_daemon(repo)
     objects = repo / ".git" / "objects"
 
     def fanouts() -> set[str]:
