@@ -87,10 +87,31 @@ def save(store_root: Path, stat_index: Path, tree: str, lag: Iterable[bytes],
     if checksum is None or (expect is not None and checksum != expect):
         target.unlink(missing_ok=True)
         return
-    text = json.dumps({"index": checksum, "tree": tree,
-                       "lag": sorted(os.fsdecode(p) for p in lag),
-                       "skipped": sorted(skipped),
-                       "converting": None if converting is None else list(converting)})
+    _write(target, json.dumps({"index": checksum, "tree": tree,
+                               "lag": sorted(os.fsdecode(p) for p in lag),
+                               "skipped": sorted(skipped),
+                               "converting": None if converting is None else list(converting)}))
+
+
+def rekey(store_root: Path, old: str, index: Path) -> None:
+    """The saved state of the index whose checksum was `old`, now for `index`: the same
+    entries in another encoding (a v2 copy rewritten as v4), so the tree and the lag
+    still hold. Any other state is left as it is (it then goes with no index: the git
+    way). Written before `index` takes the stat index's name: killed between the two, the
+    next scan makes the same copy again, and the state goes with it only when its bytes
+    are the same (else the git way, as for any index the state does not go with)."""
+    target = path_of(store_root)
+    try:
+        data = json.loads(target.read_bytes())
+    except (OSError, ValueError):
+        return
+    checksum = index_checksum(index)
+    if not isinstance(data, dict) or data.get("index") != old or checksum is None:
+        return
+    _write(target, json.dumps({**data, "index": checksum}))
+
+
+def _write(target: Path, text: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
     with os.fdopen(fd, "w") as fh:

@@ -1,0 +1,108 @@
+"""The private stat index made at the second scan: a copy of the user's index rewritten as
+v4 (`StatScan._seed_as_v4`), with the first snapshot's lag state re-keyed to it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_firstsnap import _mixed_user_state, copy_add_all_tree
+
+from conftest import git
+from gitguard import statlag
+from gitguard.api import Guard
+
+V4 = b"DIRC\0\0\0\x04"
+
+
+def _tree_of_index_plus(repo: Path, index: Path, tmp: Path, paths: frozenset[bytes]) -> str:
+    """The tree of a copy of `index` with `paths` brought up to date (the lag flushed)."""
+    copy = tmp / "flush.index"
+    shutil.copyfile(index, copy)
+    env = {**os.environ, "GIT_INDEX_FILE": str(copy)}
+    if paths:
+        subprocess.run(["git", "update-index", "--add", "--remove", "-z", "--stdin"], cwd=repo,
+                       env=env, input=b"\0".join(sorted(paths)) + b"\0", check=True)
+    return subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def test_the_second_scan_makes_a_v4_copy_the_first_state_still_holds_for(
+        repo: Path, tmp_path: Path) -> None:
+    _mixed_user_state(repo)
+    user = repo / ".git" / "index"
+    user_bytes = user.read_bytes()
+    assert user_bytes[:8] != V4
+    guard = Guard.init(repo)
+    first = guard.snap.write_tree()
+    first_state = statlag.load(guard.store.root, user)
+    assert first_state is not None and first_state.lag
+
+    (repo / "src" / "app.py").write_text("later\n")
+    again = guard.snap.write_tree()
+    stat_index = guard.store.stat_index
+    assert stat_index.read_bytes()[:8] == V4
+    assert user.read_bytes() == user_bytes
+    # The fast way ran on the converted copy (the state was re-keyed, not dropped) ...
+    assert again.base == first.tree and again.changed == ("src/app.py",)
+    state = statlag.load(guard.store.root, stat_index)
+    assert state is not None and state.tree == again.tree
+    assert state.lag == first_state.lag | {b"src/app.py"}
+    # ... and what it holds is what the git way computes: the same tree, and the stat
+    # index's tree with the lag flushed is that tree (statlag's invariant).
+    assert again.tree == copy_add_all_tree(repo, tmp_path, again.skipped)
+    assert _tree_of_index_plus(repo, stat_index, tmp_path, state.lag) == again.tree
+    # The re-keyed state right after the conversion said the same of the same entries.
+    assert not list(guard.store.root.glob(".stat.index.*"))
+
+
+def test_a_v4_user_index_is_copied_as_it_is(repo: Path, tmp_path: Path) -> None:
+    git(repo, "update-index", "--index-version", "4")
+    user_bytes = (repo / ".git" / "index").read_bytes()
+    guard = Guard.init(repo)
+    first = guard.snap.write_tree()
+    (repo / "src" / "app.py").write_text("later\n")
+    again = guard.snap.write_tree()
+    assert guard.store.stat_index.read_bytes()[:8] == V4
+    assert again.base == first.tree and again.changed == ("src/app.py",)
+    assert again.tree == copy_add_all_tree(repo, tmp_path, again.skipped)
+    assert (repo / ".git" / "index").read_bytes() == user_bytes
+
+
+SCRIPT = """
+import sys
+from gitguard.api import Guard
+with Guard.open(sys.argv[1]) as guard, guard.store.writing():
+    guard.snap.write_tree()
+"""
+
+
+@pytest.mark.parametrize("point", ["stat.after_copy", "stat.after_convert",
+                                   "stat.after_rekey"])
+def test_a_kill_while_seeding_leaves_a_correct_next_snapshot(
+        repo: Path, tmp_path: Path, point: str) -> None:
+    _mixed_user_state(repo)
+    user_bytes = (repo / ".git" / "index").read_bytes()
+    guard = Guard.init(repo)
+    guard.snap.write_tree()
+    (repo / "src" / "app.py").write_text("later\n")
+    env = {**os.environ, "GITGUARD_FAULT": point, "GITGUARD_NO_DAEMON": "1"}
+    killed = subprocess.run([sys.executable, "-c", SCRIPT, str(repo)], env=env,
+                            capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert not guard.store.stat_index.exists()          # the copy never took its name
+    (repo / "new" / "deep" / "f.txt").write_text("after the kill\n")
+    with Guard.open(repo) as fresh:
+        result = fresh.snap.write_tree()
+        stat_index = fresh.store.stat_index
+        assert stat_index.read_bytes()[:8] == V4
+        assert result.tree == copy_add_all_tree(repo, tmp_path, result.skipped)
+        state = statlag.load(fresh.store.root, stat_index)
+        assert state is not None and state.tree == result.tree
+        assert _tree_of_index_plus(repo, stat_index, tmp_path, state.lag) == result.tree
+        assert not list(fresh.store.root.glob(".stat.index.*"))
+    assert (repo / ".git" / "index").read_bytes() == user_bytes
