@@ -89,6 +89,8 @@ class Snapshotter(StatScan):
         fast = statlag.advance(self, state, changed, skipped) if state is not None else None
         if fast is not None:
             self._keep_private(self.store.stat_index)       # git status may rewrite it
+            if scanned and self.untracked_dirs and state is not None:
+                statlag.settle(self, state, self.untracked_dirs)
             return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                        bytes_hashed=self._sizes(changed),
                                        base=fast.base if scanned else None)

@@ -35,6 +35,9 @@ class StatScan:
     # then only reads it (no optional locks, no untracked cache to write) and reports
     # submodules' commits, which that snapshot's tree takes from the index.
     _read_only_index: Path | None = None
+    # The untracked directories the last scan's first status collapsed (`?? dir/`), each
+    # listed by a second, narrower status (`statlag.settle` keeps them from staying so).
+    untracked_dirs: tuple[bytes, ...] = ()
 
     def _git(self, args: list[str], stdin: bytes | None = None, write_back: bool = False
              ) -> bytes:
@@ -122,6 +125,7 @@ class StatScan:
     def _scan_from(self, out: bytes) -> tuple[list[bytes], list[str]]:
         """`scan` from the output of its first status (`--untracked-files=normal`)."""
         changed, skipped, new_dirs = self._parse_status(out)
+        self.untracked_dirs = tuple(new_dirs)
         # A tracked file that became a directory: `-unormal` shows only the deletion, never
         # the untracked directory in its place, so list that directory explicitly.
         root = os.fsencode(self.ws.root)

@@ -62,7 +62,10 @@ def setup_begin_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
 
 def setup_seed(guard: Guard, repo: Path) -> dict[str, str]:
     """Only the first snapshot (against the user's index): the next scan makes the private
-    stat index, a copy rewritten as v4, and re-keys the first snapshot's state to it."""
+    stat index, a copy rewritten as v4, and re-keys the first snapshot's state to it;
+    drafts/ is an untracked directory the first tree holds, which that scan settles."""
+    (repo / "drafts").mkdir()
+    (repo / "drafts" / "plan.md").write_text("a plan\n")
     guard.start_session("s1")
     guard.checkpoint(step_id="step_1")
     (repo / "notes.txt").write_text("the user's notes\n")
@@ -164,6 +167,7 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("stat.after_copy", "begin-seed", None),
     ("stat.after_convert", "begin-seed", None),
     ("stat.after_rekey", "begin-seed", None),
+    ("stat.after_settle", "begin-seed", None),
     ("snapshot.before_ref", "begin", None),
     ("checkpoint.before_file", "begin", None),
     ("checkpoint.before_index", "begin", None),
