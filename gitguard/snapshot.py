@@ -187,6 +187,10 @@ class Snapshotter(StatScan):
         copy, which has the same checksum while the user's index is unchanged."""
         if not self.store.stat_index.exists() and statlag.path_of(self.store.root).exists():
             self._seed_stat_cache()
+        elif self.store.stat_index.exists():
+            # A store from before the v4 seed (its copy stayed v2 until a lag flush): the
+            # same rewrite once, and its state re-keyed (a header read per scan otherwise).
+            self._seed_as_v4(self.store.stat_index)
         return statlag.load(self.store.root, self.store.stat_index)
 
     def _lag_to_flush(self, state: statlag.LagState, reported: set[bytes]) -> list[bytes]:

@@ -90,8 +90,11 @@ class StatScan:
         and their stat data stay as they are, so the lag state of the user's index (a first
         snapshot's, `statlag`) is re-keyed to the new checksum. git's own write keeps the
         racy-clean rule: an entry not older than the copy's (preserved) mtime is smudged."""
-        with open(copy, "rb") as fh:
-            header = fh.read(8)
+        try:
+            with open(copy, "rb") as fh:
+                header = fh.read(8)
+        except FileNotFoundError:
+            return
         if header[:4] != b"DIRC" or header[4:8] == b"\0\0\0\x04":
             return
         from gitguard import statlag
@@ -103,6 +106,7 @@ class StatScan:
                        env={"GIT_INDEX_FILE": str(copy)}, check=False)
         if proc.returncode != 0:
             return      # git left the copy as it was (it writes through a lock file)
+        self._keep_private(copy)            # git's lock file has the umask's mode
         faults.point("stat.after_convert")
         if copied is not None:
             statlag.rekey(self.store.root, copied, copy)

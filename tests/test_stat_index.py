@@ -168,3 +168,30 @@ def test_an_untracked_directory_the_tree_holds_goes_into_the_stat_index(
     result = guard.snap.write_tree()
     assert result.changed == (".claude/new.md",) and len(statuses) == 1
     assert result.tree == reference_tree(repo, tmp_path, result.skipped)
+
+
+def test_a_v2_stat_index_of_an_older_store_turns_v4_with_its_state(
+        repo: Path, tmp_path: Path) -> None:
+    """An older store's stat index stayed a v2 copy (with a state that goes with it) until
+    a lag flush: the next scan rewrites it as v4 and the state still holds (fast way)."""
+    guard = Guard.init(repo)
+    guard.snap.write_tree()
+    (repo / "src" / "app.py").write_text("one\n")
+    guard.snap.write_tree()
+    stat_index = guard.store.stat_index
+    old = statlag.load(guard.store.root, stat_index)
+    assert old is not None
+    env = {**os.environ, "GIT_INDEX_FILE": str(stat_index)}
+    subprocess.run(["git", "update-index", "--index-version", "2"], cwd=repo, env=env,
+                   check=True)
+    statlag.save(guard.store.root, stat_index, old.tree, old.lag, old.skipped, old.converting)
+    assert stat_index.read_bytes()[:8] != V4
+    (repo / "src" / "app.py").write_text("two\n")
+    result = guard.snap.write_tree()
+    assert stat_index.read_bytes()[:8] == V4
+    assert stat_index.stat().st_mode & 0o777 == 0o600
+    assert result.base == old.tree and result.changed == ("src/app.py",)
+    assert result.tree == reference_tree(repo, tmp_path, result.skipped)
+    state = statlag.load(guard.store.root, stat_index)
+    assert state is not None and state.tree == result.tree
+    assert _tree_of_index_plus(repo, stat_index, tmp_path, state.lag) == result.tree
