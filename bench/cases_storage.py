@@ -80,6 +80,26 @@ def _object_bytes(objects: Path) -> int:
     return total
 
 
+def _git_bytes(git_dir: Path) -> tuple[int, int, int]:
+    """`du -sb` of .git without its empty objects/xx fan-out directories, and how many
+    there were and their bytes. The daemon makes all 256 at start (packwrite.Fanouts: a
+    mkdir kept off the call path, ~1 MiB of directory blocks) and gc's `git prune-packed`
+    removes the empty ones, so counted they would make "after gc" fall below a baseline
+    taken with the daemon running. They hold nothing the edits added; a fan-out directory
+    that holds an object counts whole (its blocks are part of that loose object's cost)."""
+    objects = git_dir / "objects"
+    count = size = 0
+    for fan in range(256):
+        directory = objects / f"{fan:02x}"
+        try:
+            if next(os.scandir(directory), None) is None:
+                count += 1
+                size += directory.stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return du_bytes(git_dir) - size, count, size
+
+
 def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
@@ -127,7 +147,7 @@ def _edits_then_gc(ctx: CaseContext, editor: Editor, floor: bool,
                        check=True)
     objects = repo / ".git" / "objects"
     probe = IndexProbe(repo)
-    git_before, objects_before = du_bytes(repo / ".git"), _object_bytes(objects)
+    git_before, objects_before = _git_bytes(repo / ".git")[0], _object_bytes(objects)
     guard = api.Guard.init(repo)
     calls_ms: list[float] = []
     max_loose = 0
@@ -142,7 +162,8 @@ def _edits_then_gc(ctx: CaseContext, editor: Editor, floor: bool,
         guard.checkpoint(kind="manual", step_id="s0")
         # What the edits add is measured from here: the store's set-up (the stat index seeded
         # from the user's index, the first snapshot) is the first-snapshot row's figure.
-        git_start, objects_start = du_bytes(repo / ".git"), _object_bytes(objects)
+        git_start, *fans_start = _git_bytes(repo / ".git")
+        objects_start = _object_bytes(objects)
         for i in range(EDITS):
             rel = editor.pick()
             started = time.perf_counter()
@@ -174,7 +195,8 @@ def _edits_then_gc(ctx: CaseContext, editor: Editor, floor: bool,
         guard.close()
     probe.check()
     objects_after = _object_bytes(objects) - objects_start
-    git_after = du_bytes(repo / ".git") - git_start
+    git_end, *fans_end = _git_bytes(repo / ".git")
+    git_after = git_end - git_start
     setup = git_start - git_before
     store = repo / ".git" / "gitguard"
     parts = {p.name: du_bytes(p) for p in store.iterdir()}
@@ -193,7 +215,9 @@ def _edits_then_gc(ctx: CaseContext, editor: Editor, floor: bool,
               else "in-process, no daemon")
     note = (f"the edits added {_mb(git_after)} to .git after gc, objects {_mb(objects_after)} "
             f"of it; store now {_mb(sum(parts.values()))} ({store_parts}); set-up before the "
-            f"first edit +{_mb(setup)} (objects {_mb(objects_start - objects_before)}); objects "
+            f"first edit +{_mb(setup)} (objects {_mb(objects_start - objects_before)}); "
+            f"empty objects/xx dirs not counted: {fans_start[0]} ({_mb(fans_start[1])}) "
+            f"before the first edit, {fans_end[0]} ({_mb(fans_end[1])}) after gc; objects "
             f"{_mb(objects_mid)} before gc; max loose {max_loose} (<{GIT_AUTO_GC}), git gc "
             f"--auto {'idle' if auto_idle else 'RAN'}; {restorable}/{kept} kept ckpts restore "
             f"after git gc --prune=now{'' if not problems else ' PROBLEMS: ' + problems[0]}"

@@ -89,6 +89,8 @@ class Snapshotter(StatScan):
         fast = statlag.advance(self, state, changed, skipped) if state is not None else None
         if fast is not None:
             self._keep_private(self.store.stat_index)       # git status may rewrite it
+            if scanned and self.untracked_dirs and state is not None:
+                statlag.settle(self, state, self.untracked_dirs)
             return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                        bytes_hashed=self._sizes(changed),
                                        base=fast.base if scanned else None)
@@ -185,6 +187,10 @@ class Snapshotter(StatScan):
         copy, which has the same checksum while the user's index is unchanged."""
         if not self.store.stat_index.exists() and statlag.path_of(self.store.root).exists():
             self._seed_stat_cache()
+        elif self.store.stat_index.exists():
+            # A store from before the v4 seed (its copy stayed v2 until a lag flush): the
+            # same rewrite once, and its state re-keyed (a header read per scan otherwise).
+            self._seed_as_v4(self.store.stat_index)
         return statlag.load(self.store.root, self.store.stat_index)
 
     def _lag_to_flush(self, state: statlag.LagState, reported: set[bytes]) -> list[bytes]:

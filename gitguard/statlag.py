@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitguard import durable, faults
+from gitguard.errors import GitguardError
 
 if TYPE_CHECKING:
     from gitguard.snapshot import Snapshotter, TreeResult
@@ -87,10 +88,31 @@ def save(store_root: Path, stat_index: Path, tree: str, lag: Iterable[bytes],
     if checksum is None or (expect is not None and checksum != expect):
         target.unlink(missing_ok=True)
         return
-    text = json.dumps({"index": checksum, "tree": tree,
-                       "lag": sorted(os.fsdecode(p) for p in lag),
-                       "skipped": sorted(skipped),
-                       "converting": None if converting is None else list(converting)})
+    _write(target, json.dumps({"index": checksum, "tree": tree,
+                               "lag": sorted(os.fsdecode(p) for p in lag),
+                               "skipped": sorted(skipped),
+                               "converting": None if converting is None else list(converting)}))
+
+
+def rekey(store_root: Path, old: str, index: Path) -> None:
+    """The saved state of the index whose checksum was `old`, now for `index`: the same
+    entries in another encoding (a v2 copy rewritten as v4), so the tree and the lag
+    still hold. Any other state is left as it is (it then goes with no index: the git
+    way). Written before `index` takes the stat index's name: killed between the two, the
+    next scan makes the same copy again, and the state goes with it only when its bytes
+    are the same (else the git way, as for any index the state does not go with)."""
+    target = path_of(store_root)
+    try:
+        data = json.loads(target.read_bytes())
+    except (OSError, ValueError):
+        return
+    checksum = index_checksum(index)
+    if not isinstance(data, dict) or data.get("index") != old or checksum is None:
+        return
+    _write(target, json.dumps({**data, "index": checksum}))
+
+
+def _write(target: Path, text: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
     with os.fdopen(fd, "w") as fh:
@@ -166,3 +188,52 @@ def _converting_attributes(snap: Snapshotter, index: Path) -> tuple[str, ...]:
     from gitguard.treebuild import converting_attributes
 
     return tuple(converting_attributes(snap.ws.root, snap.ws.git_dir, index))
+
+
+def settle(snap: Snapshotter, before: LagState, dirs: Iterable[bytes]) -> int:
+    """Put into the stat index the lag paths that keep a directory untracked there though
+    the tree holds them (`.claude/` after `integrate`): else every scan's first status
+    collapses that directory (`?? .claude/`) and a second, narrower status lists it
+    (~65 ms CPU at 100k files), until a flush past `LAG_MAX` paths. Only paths that were
+    lag before this scan (`before`): a directory seen once costs nothing more.
+
+    The entries are the tree's own (mode and id, `update-index --index-info`, no stat
+    data): the index then equals the tree there by construction, so they leave the lag
+    (statlag's invariant holds), and git's next status re-hashes each once (zero stat
+    data never matches) and keeps their stat data. One index write, no re-hash, no
+    write-tree. Killed after it, the state goes with the old checksum: the git way.
+    How many paths it settled (0: nothing written)."""
+    from gitguard.snapshot import file_at
+
+    now = load(snap.store.root, snap.store.stat_index)
+    prefixes = tuple(d for d in dirs if d.endswith(b"/"))
+    if now is None or not prefixes:
+        return 0
+    tree = snap.repo.get(now.tree)
+    if not isinstance(tree, pygit2.Tree):
+        return 0
+    lines: list[bytes] = []
+    settled: set[bytes] = set()
+    for path in sorted(before.lag & now.lag):
+        if not path.startswith(prefixes):
+            continue
+        try:
+            entry = file_at(tree, os.fsdecode(path))
+        except UnicodeEncodeError:
+            continue
+        if entry is None or entry[0] == pygit2.GIT_FILEMODE_COMMIT:
+            continue
+        lines.append(b"%o %s\t%s\0" % (entry[0], entry[1].encode(), path))
+        settled.add(path)
+    if not lines:
+        return 0
+    try:
+        snap._git(["update-index", "--add", "--replace", "-z", "--index-info"],
+                  stdin=b"".join(lines))
+    except GitguardError:
+        return 0        # git wrote nothing (it writes through index.lock): all as it was
+    snap._keep_private(snap.store.stat_index)
+    faults.point("stat.after_settle")
+    save(snap.store.root, snap.store.stat_index, now.tree, now.lag - settled, now.skipped,
+         now.converting)
+    return len(settled)

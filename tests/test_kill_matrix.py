@@ -60,6 +60,18 @@ def setup_begin_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
     return {}
 
 
+def setup_seed(guard: Guard, repo: Path) -> dict[str, str]:
+    """Only the first snapshot (against the user's index): the next scan makes the private
+    stat index, a copy rewritten as v4, and re-keys the first snapshot's state to it;
+    drafts/ is an untracked directory the first tree holds, which that scan settles."""
+    (repo / "drafts").mkdir()
+    (repo / "drafts" / "plan.md").write_text("a plan\n")
+    guard.start_session("s1")
+    guard.checkpoint(step_id="step_1")
+    (repo / "notes.txt").write_text("the user's notes\n")
+    return {}
+
+
 def setup_started_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
     setup_started(guard, repo)
     statlag.path_of(guard.store.root).unlink()
@@ -124,6 +136,8 @@ SCENARIOS = {
     "begin-upgraded": Scenario(setup_begin_upgraded, ("call", "begin", "--tool", "Bash",
                                                       "--input", json.dumps(PUBLISH),
                                                       "--call-id", "call_2")),
+    "begin-seed": Scenario(setup_seed, ("call", "begin", "--tool", "Bash", "--input",
+                                        json.dumps(PUBLISH), "--call-id", "call_2")),
     "end-upgraded": Scenario(setup_started_upgraded, ("call", "end", "call_2", "--status",
                                                       "succeeded", "--result", "+ pkg@1.0.0")),
     "end-failed": Scenario(setup_started, ("call", "end", "call_2", "--status", "failed",
@@ -150,6 +164,10 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("jsonl.after_fsync", "begin", None),
     ("snapshot.after_update_index", "begin-upgraded", None),
     ("snapshot.after_tree", "begin", None),
+    ("stat.after_copy", "begin-seed", None),
+    ("stat.after_convert", "begin-seed", None),
+    ("stat.after_rekey", "begin-seed", None),
+    ("stat.after_settle", "begin-seed", None),
     ("snapshot.before_ref", "begin", None),
     ("checkpoint.before_file", "begin", None),
     ("checkpoint.before_index", "begin", None),

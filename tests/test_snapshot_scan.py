@@ -156,10 +156,10 @@ def _index_version(path: Path) -> int:
 
 def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """The seed copies the user's index (v2); the first update-index (a flush of the lag)
-    rewrites it as v4, the smaller format. A store from before (a v2 stat index with the
-    old tree memo, no lag state) keeps working, and every scan still equals `add -A` on a
-    throwaway index."""
+    """The seed copies the user's index (v2) and rewrites the copy as v4, the smaller
+    format, before it takes its name. A store from before (a v2 stat index with the old
+    tree memo, no lag state) keeps working, its first update-index (a flush of the lag)
+    rewrites it as v4, and every scan still equals `add -A` on a throwaway index."""
     user_index = (repo / ".git" / "index").read_bytes()
     guard = Guard.init(repo)
     stat_index = guard.store.stat_index
@@ -168,7 +168,8 @@ def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path,
     (repo / "src" / "app.py").write_text("changed\n")
     (repo / "new.txt").write_text("new\n")
     first = guard.snap.write_tree()
-    assert _index_version(stat_index) == 2          # built in-process: the index lags
+    assert _index_version(stat_index) == 4          # the copy, rewritten before the scan
+    assert _index_version(repo / ".git" / "index") == 2
     assert first.tree == reference_tree(repo, tmp_path, first.skipped)
     monkeypatch.setattr(statlag, "LAG_MAX", 0)      # any lag is too much: flush now
     assert guard.snap.write_tree().tree == first.tree
