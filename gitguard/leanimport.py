@@ -15,9 +15,10 @@ class _Pygit2WithoutCaBundle:
     finds, and libgit2's OpenSSL then parses the whole CA bundle file (~200 KB of PEM
     here): ~35 ms of CPU, ~60 ms with the rest of that set-up, in every fresh process
     that reads or writes objects. gitguard opens no network connection through libgit2;
-    with the bundle file unset libgit2 still has the CA directory. The variable is put
-    back as it was once pygit2 is imported, so git and every other child process see
-    the user's environment. Installed only in a fresh process that runs a command here
+    with the bundle file unset libgit2 still has the CA directory. This holds as well
+    when the user (or the machine: this one sets it globally) set SSL_CERT_FILE. The
+    variable is put back as it was once pygit2 is imported, so git and every other
+    child process see the user's environment. Installed only in a fresh process that runs a command here
     (never in one the daemon answered for)."""
 
     def find_spec(self, name: str, path: object = None, target: object = None
@@ -32,6 +33,11 @@ class _Pygit2WithoutCaBundle:
         real = loader.exec_module
 
         def exec_module(module: types.ModuleType) -> None:
+            import ssl      # pygit2 imports it too: no extra cost
+
+            if ssl.get_default_verify_paths().capath is None:
+                real(module)    # no CA directory: pygit2 needs the file (both unset fails)
+                return
             saved = os.environ.get("SSL_CERT_FILE")
             os.environ["SSL_CERT_FILE"] = ""
             try:
@@ -47,5 +53,5 @@ class _Pygit2WithoutCaBundle:
 
 
 def lean_pygit2() -> None:
-    if "pygit2" not in sys.modules and os.environ.get("SSL_CERT_FILE") is None:
+    if "pygit2" not in sys.modules:
         sys.meta_path.insert(0, _Pygit2WithoutCaBundle())
