@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gitguard import jsontext
+
 # read_json_arg and the crash log live with the click-free `call begin/end` path
-from gitguard.callcli import crash_log as _crash_log
+from gitguard.callcli import crash_log
 from gitguard.callcli import read_json_arg as read_json_arg
 from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError
+
+_crash_log = crash_log      # the daemon passes `cli._crash_log` to its click-free path
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,8 +18,8 @@ class _Pygit2WithoutCaBundle:
     with the bundle file unset libgit2 still has the CA directory. This holds as well
     when the user (or the machine: this one sets it globally) set SSL_CERT_FILE. The
     variable is put back as it was once pygit2 is imported, so git and every other
-    child process see the user's environment. Installed only in a fresh process that runs a command here
-    (never in one the daemon answered for)."""
+    child process see the user's environment. Installed only in a fresh process that
+    runs a command here (never in one the daemon answered for)."""
 
     def find_spec(self, name: str, path: object = None, target: object = None
                   ) -> importlib.machinery.ModuleSpec | None:
@@ -33,7 +33,7 @@ class _Pygit2WithoutCaBundle:
         real = loader.exec_module
 
         def exec_module(module: types.ModuleType) -> None:
-            import ssl      # pygit2 imports it too: no extra cost
+            import ssl  # pygit2 imports it too: no extra cost
 
             if ssl.get_default_verify_paths().capath is None:
                 real(module)    # no CA directory: pygit2 needs the file (both unset fails)
