@@ -12,11 +12,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # calls, remote, attribution and attrlog are imported where they are used: `gitguard
-# resume` in a fresh process (no daemon, after a crash) needs none of them.
-from gitguard import checkpoints, jsontext, ledger, recovery, sessions, trace
+# resume` in a fresh process (no daemon, after a crash) needs none of them; recovery
+# (with recovery_scan and recovery_note, ~15-25 ms of CPU) likewise: `call begin`,
+# `call end` and the hooks of a fresh process need none of it.
+from gitguard import checkpoints, jsontext, ledger, sessions, trace
 from gitguard.errors import GitguardError
 from gitguard.models import (
     Checkpoint,
@@ -32,6 +34,9 @@ from gitguard.settings import Settings, load
 from gitguard.snapshot import EMPTY_TREE, Snapshotter
 from gitguard.store import Store
 from gitguard.workspace import Workspace, discover
+
+if TYPE_CHECKING:
+    from gitguard import recovery
 
 
 @dataclass
@@ -198,12 +203,18 @@ class Guard:
     # recovery -------------------------------------------------------------------------
     def resume(self, checkpoint_id: str | None = None,
                session_id: str | None = None) -> recovery.ResumeResult:
+        from gitguard import recovery
+
         return recovery.resume(self, checkpoint_id=checkpoint_id, session_id=session_id)
 
     def explain(self, session_id: str | None = None) -> recovery.Explanation:
+        from gitguard import recovery
+
         return recovery.explain(self, session_id)
 
     def reconcile(self, call_id: str, status: str, note: str | None = None) -> ToolLedgerEntry:
+        from gitguard import recovery
+
         return recovery.reconcile(self, call_id, status, note)
 
     # queries --------------------------------------------------------------------------

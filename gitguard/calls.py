@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, durable, ledger, packing, patchtext, sessions, tools, trace
-from gitguard.attribution import is_declared_only
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
@@ -133,6 +132,8 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
     if status not in ("succeeded", "failed"):
         raise GitguardError(f"a call ends succeeded or failed, not {status!r}",
                             "pass --status succeeded or --status failed")
+    from gitguard.attribution import is_declared_only  # here: `call begin` needs none of it
+
     data = result.encode() if isinstance(result, str) else result
     started_clock = time.perf_counter()
     entered = clock.stamp()

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from gitguard import clock, jsontext
+from gitguard import jsontext
+
+# read_json_arg and the crash log live with the click-free `call begin/end` path
+from gitguard.callcli import crash_log
+from gitguard.callcli import read_json_arg as read_json_arg
 from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError
+
+_crash_log = crash_log      # the daemon passes `cli._crash_log` to its click-free path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,23 +29,6 @@ def emit(value: Any, as_json: bool, human: Callable[[], None] | None = None) -> 
         click.echo(jsontext.dumps(value, indent=2))
     else:
         human()
-
-
-def read_json_arg(text: str | None, file: str | None, what: str) -> Any:
-    """JSON from an option or a file ('-' for stdin), with a clear error when it is not JSON."""
-    if file is not None:
-        try:
-            text = sys.stdin.read() if file == "-" else Path(file).read_text()
-        except OSError as exc:
-            raise GitguardError(f"cannot read {what} file {file}: {exc.strerror}",
-                                "check the path") from None
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise GitguardError(f"{what} is not valid JSON: {exc}",
-                            'quote it for the shell, e.g. --input \'{"path": "a.txt"}\'') from None
 
 
 class Ctx:
@@ -102,24 +87,6 @@ def cli(ctx: click.Context, path: str) -> None:
       gitguard ledger
     """
     ctx.obj = Ctx(path, ctx.obj if callable(ctx.obj) else None)
-
-
-def _crash_log(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(exc))
-    target = Path(os.environ.get("TMPDIR", "/tmp")) / f"gitguard-crash-{os.getpid()}.log"
-    try:
-        from gitguard.workspace import discover
-
-        store = discover(Path.cwd()).store_dir
-        if store.is_dir():
-            target = store / f"crash-{clock.stamp().replace(':', '')}.log"
-    except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
-        pass
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold inputs
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    target.chmod(0o600)  # the traceback may quote paths and data: private like the store
-    return str(target)
 
 
 def run(argv: list[str] | None = None, open_guard: Callable[[str], Any] | None = None) -> int:

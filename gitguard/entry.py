@@ -254,6 +254,18 @@ def hook_here(argv: list[str]) -> int | None:
     return None
 
 
+def call_here(argv: list[str]) -> int | None:
+    """No daemon answered: `call begin` and `call end` run here through
+    `gitguard.callcli`, the functions the click commands call, without importing click
+    (the same output and exit code). None for anything click should read."""
+    parsed = split_global(argv)
+    if parsed is None or parsed[1][:1] != ["call"]:
+        return None
+    from gitguard.callcli import here
+
+    return here(argv)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     code = local_answer(argv)
@@ -261,8 +273,13 @@ def main() -> None:
         code = try_daemon(argv)
     if code is not None:
         sys.exit(code)
+    from gitguard.leanimport import lean_pygit2
+
+    lean_pygit2()
     early_scan(argv)
     code = hook_here(argv)
+    if code is None:
+        code = call_here(argv)
     if code is not None:
         sys.exit(code)
     from gitguard.cli import main as cli_main

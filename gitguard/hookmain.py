@@ -27,6 +27,9 @@ def main() -> None:
         sys.exit(code)
     entry.early_scan(sys.argv[1:])
     entry.with_site_packages()
+    from gitguard.leanimport import lean_pygit2
+
+    lean_pygit2()
     code = entry.hook_here(sys.argv[1:])
     if code is not None:
         sys.exit(code)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gitguard.classify import Classification, ToolPolicy, classify_call
 from gitguard.errors import GitguardError
 from gitguard.models import ToolDefinition
 from gitguard.settings import Settings
+
+if TYPE_CHECKING:
+    # Imported where a call is classified: `call end` and the ending hooks (a fresh
+    # process each, with no daemon) never classify, and classify brings the shell parser
+    # and the rule tables (~10-15 ms of CPU).
+    from gitguard.classify import Classification, ToolPolicy
 
 
 def definitions(settings: Settings) -> dict[str, ToolDefinition]:
@@ -29,6 +34,8 @@ def definitions(settings: Settings) -> dict[str, ToolDefinition]:
 
 
 def _policy(definition: ToolDefinition, table: Mapping[str, Any]) -> ToolPolicy:
+    from gitguard.classify import ToolPolicy
+
     def given(*keys: str) -> bool:
         return any(k in table for k in keys)
 
@@ -41,6 +48,8 @@ def _policy(definition: ToolDefinition, table: Mapping[str, Any]) -> ToolPolicy:
 
 
 def classify(settings: Settings, tool: str, tool_input: Mapping[str, Any]) -> Classification:
+    from gitguard.classify import classify_call
+
     defs = definitions(settings)
     overrides = {name: _policy(d, settings.tools[name]) for name, d in defs.items()}
     return classify_call(tool, tool_input, overrides)

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import click
 
-from gitguard.cli import Ctx, emit, json_option, pass_ctx, read_json_arg
-from gitguard.errors import GitguardError
+# The bodies are shared with the click-free path of a fresh process (gitguard.callcli).
+from gitguard.callcli import begin_output, end_output
+from gitguard.callcli import read_result as read_result
+from gitguard.cli import Ctx, json_option, pass_ctx
 
 IDEMPOTENCY = click.Choice(["idempotent", "conditional", "non_idempotent"])
 REPLAY = click.Choice(["auto", "ask", "never"])
@@ -44,16 +43,11 @@ def call_begin(ctx: Ctx, tool: str, input_text: str | None, input_file: str | No
 
     Example: gitguard call begin --tool Bash --input '{"command": "npm test"}' --json
     """
-    tool_input = read_json_arg(input_text, input_file, "--input")
-    if tool_input is None:
-        tool_input = {}
-    if not isinstance(tool_input, dict):
-        raise GitguardError("--input must be a JSON object", 'for example {"command": "ls"}')
-    entry = ctx.guard.begin_call(
-        tool, tool_input, step_id=step_id, call_id=call_id, writes=writes,
-        idempotency=idempotency, replay=replay, risk=risk, side_effects=side_effects,
-        session_id=session_id, confirm=confirm, force_replay=force_replay)
-    emit(entry.to_json(), as_json, lambda: click.echo(entry.call_id))
+    click.echo(begin_output(
+        ctx.guard, tool=tool, input_text=input_text, input_file=input_file, step_id=step_id,
+        call_id=call_id, writes=writes, idempotency=idempotency, replay=replay, risk=risk,
+        side_effects=side_effects, session_id=session_id, confirm=confirm,
+        force_replay=force_replay, as_json=as_json))
 
 
 @call.command("end")
@@ -69,17 +63,5 @@ def call_end(ctx: Ctx, call_id: str, status: str, result_text: str | None,
 
     Example: gitguard call end call_1 --status failed --result "npm ERR! 2 tests failed"
     """
-    entry = ctx.guard.end_call(call_id, status, read_result(result_text, result_file))
-    emit(entry.to_json(), as_json, lambda: click.echo(
-        f"{entry.call_id} {entry.status}: {len(entry.file_patches)} file(s) changed"))
-
-
-def read_result(result_text: str | None, result_file: str | None) -> str | bytes | None:
-    """`--result` or `--result-file` ('-': stdin), as `call end` and the daemon read them."""
-    if result_file is None:
-        return result_text
-    try:
-        return sys.stdin.buffer.read() if result_file == "-" else Path(result_file).read_bytes()
-    except OSError as exc:
-        raise GitguardError(f"cannot read {result_file}: {exc.strerror}",
-                            "check the path") from None
+    click.echo(end_output(ctx.guard, call_id=call_id, status=status, result_text=result_text,
+                          result_file=result_file, as_json=as_json))

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from gitguard import durable, ledger, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
 from gitguard.integrations import dangling, hooklog
-from gitguard.integrations.recovery_note import recovery_note
 from gitguard.models import TERMINAL
 from gitguard.workspace import safe_relpath
 
@@ -213,6 +212,9 @@ def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     guard.start_session(session_id, agent=agent_of(payload))
     if payload.get("source") not in ("resume", "compact"):
         return {}
+    # imported here: every other event (a fresh process each, with no daemon) needs none
+    from gitguard.integrations.recovery_note import recovery_note
+
     note = recovery_note(guard, session_id)
     if not note:
         return {}
