@@ -35,7 +35,7 @@ from gitguard import (
     treeedit,
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
-from gitguard.fileops import FileState
+from gitguard.fileops import GITLINK, FileState
 from gitguard.models import (
     SCHEMA_VERSION,
     Checkpoint,
@@ -44,7 +44,7 @@ from gitguard.models import (
     RecoveryAction,
     ToolLedgerEntry,
 )
-from gitguard.snapshot import TreeResult
+from gitguard.snapshot import Change, TreeResult
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -105,15 +105,21 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     call_id = next_call_id(state, id_prefix)
     safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
     # The bytes to write come from the object store here, in this thread (pygit2 holds the
-    # GIL; _write_all's workers do only file-system calls). The patch is made now, from
-    # the trees the writes will produce, so it goes into the same durable append as the
+    # GIL; _write_all's workers do only file-system calls). The patch is made before the
+    # writes, of what they will produce, so it goes into the same durable append as the
     # input: one fsync, not two files with a file and a directory fsync each.
     content = {s.path: s.data if s.data is not None else _blob(g, s.target.oid)
                for s in steps if s.target is not None}
-    planned_post = treeedit.tree_with(g.snap.repo, safety_tree,
-                                      {s.path: s.target for s in steps})
+    targets = {s.path: s.target for s in steps}
     known = _known(steps, seen, content)
-    patch = _patch(g, safety_tree, planned_post, [s.path for s in steps], known) if steps else b""
+    # The patch's changes: at simple paths they are the targets themselves, and the post
+    # tree is built later, while the writes wait on the disk; otherwise from that tree now.
+    changes = dirty_delta.planned_changes(g.snap.repo, safety_tree, targets)
+    planned_post: str | None = None
+    if changes is None:
+        planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+        changes = _changes(g, safety_tree, planned_post, list(targets))
+    known.update(_missing(g, changes, known))   # so rendering reads no object: see _journal
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
@@ -122,11 +128,12 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     # A kill before the entry leaves them unnamed, as a killed call's input is (a torn
     # append is repaired like any journal's). The append runs beside the safety checkpoint:
     # file-system calls only, no pygit2, and the two fsyncs overlap instead of queueing.
+    # The patch is rendered in that thread too (libgit2 diffs of bytes in hand: about
+    # 0.1 ms a file, CPU the safety checkpoint's fsync waits leave free).
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
-    if steps:
-        items.append((f"patch_{call_id}.diff", patch))
     with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        appended = pool.submit(g.store.append_artifacts, session_id, items)
+        appended = pool.submit(_journal, g, session_id, items,
+                               (f"patch_{call_id}.diff", changes, known) if steps else None)
         safety = checkpoints.write(
             g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
             tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
@@ -147,7 +154,18 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    done, raced, read = _write_all(g, steps, seen, content)
+    if planned_post is None and len(steps) < fileops.PARALLEL_FROM:
+        planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+    if planned_post is None:
+        # The writes wait on the file system in their threads; this thread builds the post
+        # tree meanwhile (CPU: about 300 tree writes at 100k files). Nothing reads it before
+        # the writes are done.
+        with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
+            writing = pool.submit(_write_all, g, steps, seen, content)
+            planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+            done, raced, read = writing.result()
+    else:
+        done, raced, read = _write_all(g, steps, seen, content)
 
     written = {s.path: s.target for s in done}
     # Every step written (the usual case): the trees and the patch made above are exact.
@@ -224,13 +242,39 @@ def _known(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
 def _patch(g: Guard, old_tree: str, new_tree: str, paths: list[str],
            known: Mapping[str, bytes]) -> bytes:
     """The patch from `old_tree` to `new_tree`, which differ only at `paths` (and under
-    them). Every difference is a path written (a path replaced by a directory brings what
-    is under it, and then the whole tree diff is needed, which prunes equal subtrees by
-    id); made in-process, as call end makes it (no git subprocess)."""
+    them); made in-process, as call end makes it (no git subprocess)."""
+    return patchtext.render(g.snap.repo, _changes(g, old_tree, new_tree, paths), known)
+
+
+def _changes(g: Guard, old_tree: str, new_tree: str, paths: list[str]) -> list[Change]:
+    """Every difference is a path written (a path replaced by a directory brings what is
+    under it, and then the whole tree diff is needed, which prunes equal subtrees by id)."""
     changes = dirty_delta.changes(g.snap.repo, old_tree, new_tree, paths)
     if changes is None:
         changes = treediff.diff_trees(g.snap.repo, old_tree, new_tree)
-    return patchtext.render(g.snap.repo, changes, known)
+    return changes
+
+
+def _missing(g: Guard, changes: Iterable[Change], known: Mapping[str, bytes]
+             ) -> dict[str, bytes]:
+    """The contents the patch shows that are not in hand yet, read from the object store."""
+    wanted = {oid for c in changes for mode, oid in ((c.old_mode, c.old_oid),
+                                                     (c.new_mode, c.new_oid))
+              if oid is not None and mode != GITLINK and oid not in known}
+    return {oid: _blob(g, oid) for oid in wanted}
+
+
+def _journal(g: Guard, session_id: str, items: list[tuple[str, bytes]],
+             patch: tuple[str, list[Change], Mapping[str, bytes]] | None) -> list[str]:
+    """Render the patch (when there is one) and append it with `items`, fsynced once.
+
+    Runs in a thread beside the safety checkpoint: `known` holds every content the
+    patch shows (see _missing), so rendering reads no object and the thread shares no
+    libgit2 object with the one writing the checkpoint."""
+    if patch is not None:
+        name, changes, known = patch
+        items = [*items, (name, patchtext.render(g.snap.repo, changes, known))]
+    return g.store.append_artifacts(session_id, items)
 
 
 def _dirty_from(g: Guard, latest: CheckpointIndexRow, tree: str,
