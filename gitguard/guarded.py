@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import pygit2
-
 from gitguard import (
     checkpoints,
     clock,
@@ -30,9 +28,8 @@ from gitguard import (
     faults,
     fileops,
     ledger,
-    patchtext,
-    treediff,
     treeedit,
+    writepatch,
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.fileops import FileState
@@ -104,35 +101,39 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                             "take one with `gitguard checkpoint`")
     call_id = next_call_id(state, id_prefix)
     safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
-    # The bytes to write come from the object store here, in this thread (pygit2 holds the
-    # GIL; _write_all's workers do only file-system calls). The patch is made now, from
-    # the trees the writes will produce, so it goes into the same durable append as the
-    # input: one fsync, not two files with a file and a directory fsync each.
-    content = {s.path: s.data if s.data is not None else _blob(g, s.target.oid)
-               for s in steps if s.target is not None}
-    planned_post = treeedit.tree_with(g.snap.repo, safety_tree,
-                                      {s.path: s.target for s in steps})
-    known = _known(steps, seen, content)
-    patch = _patch(g, safety_tree, planned_post, [s.path for s in steps], known) if steps else b""
+    targets = {s.path: s.target for s in steps}
+    # The patch is made before the writes, of what they will produce, so it goes into the
+    # same durable append as the input: one fsync, not two files with a file and a
+    # directory fsync each. Its changes: at simple paths the targets themselves, and the
+    # post tree is built later, while the writes wait on the disk; else from that tree now.
+    changes = dirty_delta.planned_changes(g.snap.repo, safety_tree, targets)
+    planned_post: str | None = None
+    if changes is None:
+        planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+        changes = writepatch.changes(g, safety_tree, planned_post, list(targets))
+    for s in steps:      # a target gone from the object store fails here, before any record
+        if s.target is not None and s.data is None and not g.snap.repo.odb.exists(s.target.oid):
+            raise KeyError(s.target.oid)
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
     # Input and patch in one append to the session's artifact journal, fsynced once (as
     # `call begin` and `call end` store theirs), before the `started` entry names the input.
     # A kill before the entry leaves them unnamed, as a killed call's input is (a torn
-    # append is repaired like any journal's). The append runs beside the safety checkpoint:
-    # file-system calls only, no pygit2, and the two fsyncs overlap instead of queueing.
+    # append is repaired like any journal's). The bytes to write, the patch and the
+    # append are made in a thread beside the safety checkpoint (writepatch.prepare): reading
+    # and rendering are CPU the checkpoint's fsync waits leave free, and the two appends'
+    # fsyncs overlap instead of queueing.
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
-    if steps:
-        items.append((f"patch_{call_id}.diff", patch))
     with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        appended = pool.submit(g.store.append_artifacts, session_id, items)
+        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen, changes,
+                               f"patch_{call_id}.diff")
         safety = checkpoints.write(
             g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
             tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
             step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
         faults.point("rollback.after_safety")
-        refs = appended.result()
+        refs, content, known = prepared.result()
     input_ref = refs[0]
     planned = ToolLedgerEntry(
         call_id=call_id, step_id=id_prefix, tool_name=tool_name,
@@ -147,7 +148,18 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    done, raced, read = _write_all(g, steps, seen, content)
+    if planned_post is None and len(steps) < fileops.PARALLEL_FROM:
+        planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+    if planned_post is None:
+        # The writes wait on the file system in their threads; this thread builds the post
+        # tree meanwhile (CPU: about 300 tree writes at 100k files). Nothing reads it before
+        # the writes are done.
+        with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
+            writing = pool.submit(_write_all, g, steps, seen, content)
+            planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+            done, raced, read = writing.result()
+    else:
+        done, raced, read = _write_all(g, steps, seen, content)
 
     written = {s.path: s.target for s in done}
     # Every step written (the usual case): the trees and the patch made above are exact.
@@ -160,7 +172,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         known.update(read)
         patch_ref = g.store.append_artifacts(session_id, [(
             f"patch_{call_id}_written.diff",
-            _patch(g, safety_tree, post_tree, list(written), known))])[0]
+            writepatch.patch(g, safety_tree, post_tree, list(written), known))])[0]
     post = checkpoints.write(
         g.store, g.snap, index, session_id=session_id, kind="post",
         tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
@@ -202,35 +214,6 @@ def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
             and g.snap.head_info()[0] == base.head):
         return post_tree, (list(base.dirty), base.dirty_count)
     return post_tree, dirty_delta.derive(g.snap, safety, post_tree, written)
-
-
-def _blob(g: Guard, oid: str) -> bytes:
-    """`snap.read_blob` without making an object of it: the odb's type and bytes."""
-    kind, data = g.snap.repo.odb.read(oid)
-    if kind != pygit2.enums.ObjectType.BLOB:
-        raise KeyError(oid)
-    return bytes(data)
-
-
-def _known(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
-           content: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Blob contents by id already in hand (what the plan read, what will be written), so
-    the patch reads none of them back from the object store."""
-    known = {s.state.oid: s.data for s in (seen or {}).values()}
-    known.update((s.target.oid, content[s.path]) for s in steps if s.target is not None)
-    return known
-
-
-def _patch(g: Guard, old_tree: str, new_tree: str, paths: list[str],
-           known: Mapping[str, bytes]) -> bytes:
-    """The patch from `old_tree` to `new_tree`, which differ only at `paths` (and under
-    them). Every difference is a path written (a path replaced by a directory brings what
-    is under it, and then the whole tree diff is needed, which prunes equal subtrees by
-    id); made in-process, as call end makes it (no git subprocess)."""
-    changes = dirty_delta.changes(g.snap.repo, old_tree, new_tree, paths)
-    if changes is None:
-        changes = treediff.diff_trees(g.snap.repo, old_tree, new_tree)
-    return patchtext.render(g.snap.repo, changes, known)
 
 
 def _dirty_from(g: Guard, latest: CheckpointIndexRow, tree: str,

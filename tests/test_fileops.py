@@ -161,3 +161,19 @@ def test_observe_many_in_threads_equals_observe_one_by_one(
     for seen in many.values():      # what it reports is what it stored
         if seen.state is not None:
             assert seen.state.oid in repository
+
+
+def test_stored_answers_like_oid_in_repo(repo: Path) -> None:
+    """observe's check before storing a blob (the odb's exists) says what `oid in repo` says,
+    for a packed object, a loose one, one written since the repository was opened, none."""
+    repository = pygit2.Repository(str(repo))
+    subprocess.run(["git", "gc", "-q"], cwd=repo, check=True)
+    packed = [str(e.id) for e in pygit2.Repository(str(repo)).index]
+    loose = str(repository.create_blob(b"loose\n"))
+    later = pygit2.Repository(str(repo))
+    written = str(later.create_blob(b"written by another handle\n"))
+    absent = str(pygit2.hash(b"never stored\n"))
+    for oid in [*packed, loose, written, absent]:
+        assert fileops._stored(repository, pygit2.Oid(hex=oid)) == (oid in repository), oid
+    assert fileops._stored(repository, pygit2.Oid(hex=written))
+    assert not fileops._stored(repository, pygit2.Oid(hex=absent))

@@ -77,6 +77,31 @@ def test_changes_at_written_paths_equal_the_tree_diff(
         assert fast == treediff.diff_trees(repo, base, new)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(base_steps=st.lists(changes, max_size=3), edit=changes)
+def test_planned_changes_without_the_new_tree_equal_the_tree_diff(
+        tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
+        edit: dict[str, tuple[bytes, int] | None]) -> None:
+    """The rollback patch's change list made before the post tree exists (the targets as
+    the new side) equals treediff's of the tree built from them, wherever it answers; it
+    answers wherever the lookups in both trees do."""
+    repo_dir = tmp_path / "objects.git"
+    repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
+            else pygit2.init_repository(str(repo_dir), bare=True))
+    base = EMPTY_TREE
+    repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    for raw in base_steps:
+        base = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), _states(repo, raw))
+    wanted = _states(repo, edit)
+    planned = dirty_delta.planned_changes(repo, base, wanted)
+    new = treeedit.tree_with(repo, base, wanted)
+    if planned is not None:
+        assert planned == treediff.diff_trees(repo, base, new)
+    if dirty_delta.changes(repo, base, new, wanted) is not None:
+        assert planned is not None
+
+
 def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None:
     repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
     base = treeedit._tree_with(repo, treeedit.parse_tree(repo, EMPTY_TREE), _states(repo, {
@@ -87,6 +112,7 @@ def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None
     fast = dirty_delta.changes(repo, base, new, wanted)
     assert fast is not None and [c.status for c in fast] == ["M", "D", "T", "A"]
     assert fast == treediff.diff_trees(repo, base, new)
+    assert dirty_delta.planned_changes(repo, base, wanted) == fast
 
 
 def _walk_dirty(guard: Guard, limit_files: int, seed: int, rounds: int) -> int:

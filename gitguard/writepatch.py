@@ -1,0 +1,81 @@
+"""The bytes and the patch of gitguard's own writes (guarded.apply), made before the writes.
+
+The patch of a rollback goes into the same durable journal append as its input, before
+the `started` entry: one fsync. `prepare` reads the bytes to write, renders the patch
+and appends both in a thread beside the safety checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitguard import dirty_delta, fileops, patchtext, treediff
+from gitguard.fileops import GITLINK
+from gitguard.snapshot import Change
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+    from gitguard.guarded import Step
+
+
+def blob(repo: pygit2.Repository, oid: str) -> bytes:
+    """`snap.read_blob` without making an object of it: the odb's type and bytes."""
+    kind, data = repo.odb.read(oid)
+    if kind != pygit2.enums.ObjectType.BLOB:
+        raise KeyError(oid)
+    return bytes(data)
+
+
+def known_contents(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
+                   content: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Blob contents by id already in hand (what the plan read, what will be written), so
+    the patch reads none of them back from the object store."""
+    known = {s.state.oid: s.data for s in (seen or {}).values()}
+    known.update((s.target.oid, content[s.path]) for s in steps if s.target is not None)
+    return known
+
+
+def patch(g: Guard, old_tree: str, new_tree: str, paths: list[str],
+          known: Mapping[str, bytes]) -> bytes:
+    """The patch from `old_tree` to `new_tree`, which differ only at `paths` (and under
+    them); made in-process, as call end makes it (no git subprocess)."""
+    return patchtext.render(g.snap.repo, changes(g, old_tree, new_tree, paths), known)
+
+
+def changes(g: Guard, old_tree: str, new_tree: str, paths: list[str]) -> list[Change]:
+    """Every difference is a path written (a path replaced by a directory brings what is
+    under it, and then the whole tree diff is needed, which prunes equal subtrees by id)."""
+    found = dirty_delta.changes(g.snap.repo, old_tree, new_tree, paths)
+    return found if found is not None else treediff.diff_trees(g.snap.repo, old_tree, new_tree)
+
+
+def missing(repo: pygit2.Repository, diff: Iterable[Change], known: Mapping[str, bytes]
+            ) -> dict[str, bytes]:
+    """The contents the patch shows that are not in hand yet, read from the object store."""
+    wanted = {oid for c in diff for mode, oid in ((c.old_mode, c.old_oid),
+                                                     (c.new_mode, c.new_oid))
+              if oid is not None and mode != GITLINK and oid not in known}
+    return {oid: blob(repo, oid) for oid in wanted}
+
+
+def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Sequence[Step],
+            seen: Mapping[str, fileops.Seen] | None, diff: list[Change], name: str
+            ) -> tuple[list[str], dict[str, bytes], dict[str, bytes]]:
+    """The bytes to write per path, the patch (when there are steps) appended with `items`
+    to the journal, fsynced once; returns the refs, those bytes, and every content by id
+    in hand (for a patch of what was written, should a write be left).
+
+    Runs in a thread beside the safety checkpoint, on a repository handle of its own: the
+    two threads share no libgit2 object (pygit2 holds the GIL in these calls anyway, so
+    the overlap is with the checkpoint's fsync waits)."""
+    repo = pygit2.Repository(str(g.ws.git_dir))
+    content = {s.path: s.data if s.data is not None else blob(repo, s.target.oid)
+               for s in steps if s.target is not None}
+    known = known_contents(steps, seen, content)
+    if steps:
+        known.update(missing(repo, diff, known))
+        items = [*items, (name, patchtext.render(repo, diff, known))]
+    return g.store.append_artifacts(session_id, items), content, known
