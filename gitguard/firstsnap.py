@@ -19,6 +19,14 @@ a byte copy has the same checksum, so the state holds for it, and git builds its
 untracked cache there as it did before; if the user's index changed meanwhile (a
 `git add`, a commit), the checksums differ and the git way runs from the copy.
 
+Which `.gitattributes` convert content is read from the index's own bytes
+(`indexed_attributes`), not a third git process. What is left is git's floor: at
+100k files the tracked half lstats every entry (~105k newfstatat, ~0.30 CPU-s of kernel
+time on the 2-core bench machine) and the untracked half reads every directory
+(~26k syscalls: getdents64, openat, close; ~0.2 CPU-s), ~0.55-0.65 CPU-s in all, so
+~0.3 s of wall even with both cores idle. Less needs no full walk: the user's own
+untracked cache or fsmonitor (a read-only status uses them when present), or the daemon.
+
 Anything unusual keeps the old way (None): no index or an unborn one with no
 checksum, a merge in progress (unmerged entries), more than `statlag.LAG_MAX`
 changed paths, content filters, a changed `.gitattributes`, names that are not UTF-8,
