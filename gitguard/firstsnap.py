@@ -35,6 +35,7 @@ and an index the user's own git replaced while the status ran.
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -183,12 +184,17 @@ def indexed_attributes(index: Path, checksum: str) -> list[bytes] | None:
     version or a split index, bytes other than the ones `checksum` names, and an
     occurrence that is not exactly one entry's path."""
     try:
-        data = index.read_bytes()
         shared = any(n.startswith("sharedindex.") for n in os.listdir(index.parent))
-    except OSError:
+        with open(index, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            # Mapped, not read: no 11 MB copy (its page faults cost as much as the search).
+            if data[:8] != b"DIRC\0\0\0\x02" or data[-20:].hex() != checksum or shared:
+                return None
+            return _attribute_entries(data)
+    except (OSError, ValueError):       # ValueError: an empty file cannot be mapped
         return None
-    if data[:8] != b"DIRC\0\0\0\x02" or data[-20:].hex() != checksum or shared:
-        return None
+
+
+def _attribute_entries(data: mmap.mmap) -> list[bytes] | None:
     found: list[bytes] = []
     at = data.find(_ATTRIBUTES, _HEADER)
     while at != -1:
@@ -206,7 +212,7 @@ _HEADER = 12        # "DIRC", version, entry count; then entries, each a multipl
 _FIXED = 62         # a v2 entry's stat data, object id and flags, before its path
 
 
-def _entry_path(data: bytes, nul: int) -> bytes | None:
+def _entry_path(data: mmap.mmap, nul: int) -> bytes | None:
     """The path of the v2 entry whose path ends at `nul`; None unless exactly one place fits:
     an entry start on the 8-byte grid, flags naming the path's length, no NUL in the path
     and only NULs padding the entry to its end."""
