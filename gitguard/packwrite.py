@@ -9,9 +9,10 @@ daemon's trees (treebuild) compute their objects themselves and hand them to
 Publishing a pack, as git does: both files are written under temp names and
 fsynced (git fsyncs packs by default), the pack's name is recorded in the store's
 packs.json (the intent: a kill afterwards leaves nothing unaccounted, see
-`packing.settle`; not fsynced, see `packing.record`), then the .pack is renamed into place before the .idx (a reader
-finds a pack through its index). Nothing names an object of the pack before both
-renames: the snapshot commit and its ref come after `write_objects` returns.
+`packing.settle`; not fsynced, see `packing.record`), then the .pack is renamed into
+place before the .idx (a reader finds a pack through its index). Nothing names an
+object of the pack before both renames: the snapshot commit and its ref come after
+`write_objects` returns.
 """
 
 from __future__ import annotations
