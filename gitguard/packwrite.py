@@ -69,15 +69,35 @@ _NAMES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.
 _OBJECT_DIRS: dict[Path, bytes] = {}
 
 
+# objects dir -> ((inode, mtime, size) of its config file, shared?); git rewrites the
+# config through a lock file and a rename, so a change gives a new inode.
+_SHARED: dict[bytes, tuple[tuple[int, int, int], bool]] = {}
+
+
 def loose_dir(repo: pygit2.Repository, store: Store | None) -> bytes | None:
     """Where `write_loose` may put objects, or None to leave it to libgit2 (no store, or
     a shared repository whose modes git would set otherwise)."""
-    if store is None or "core.sharedRepository" in repo.config:
+    if store is None:
         return None
     found = _OBJECT_DIRS.get(store.ws.git_dir)
     if found is None:
         found = _OBJECT_DIRS[store.ws.git_dir] = os.fsencode(packing.objects_dir(store.ws))
-    return found
+    return None if _shared(repo, found) else found
+
+
+def _shared(repo: pygit2.Repository, objects: bytes) -> bool:
+    """Whether core.sharedRepository is set: asked of libgit2 again only when the
+    repository's config file changed (`repo.config` stats three config files and
+    reloads them, twice per snapshot). A global setting is seen at the daemon's start."""
+    try:
+        info = os.stat(os.path.join(os.path.dirname(objects), b"config"))
+        key = (info.st_ino, info.st_mtime_ns, info.st_size)
+    except OSError:
+        key = (-1, -1, -1)
+    known = _SHARED.get(objects)
+    if known is None or known[0] != key:
+        known = _SHARED[objects] = (key, "core.sharedRepository" in repo.config)
+    return known[1]
 
 
 def ensure_fanouts(repo: pygit2.Repository, store: Store) -> int:

@@ -11,6 +11,7 @@ import pygit2
 import pytest
 
 from conftest import git
+from gitguard import packwrite
 from gitguard.api import Guard
 from gitguard.fastsnap import DaemonSnapshotter
 from gitguard.snapshot import SESSION_REF
@@ -101,3 +102,12 @@ def test_a_held_ref_lock_is_refused_and_the_ref_kept(repo: Path) -> None:
     os.unlink(lock)
     second = _commit(snap, _tree(repo, "two\n"))
     assert git(repo, "rev-parse", f"{second}^").strip() == first
+
+
+def test_a_shared_repository_setting_is_seen_when_the_config_changes(repo: Path) -> None:
+    snap = _snap(repo)
+    assert packwrite.loose_dir(snap.repo, snap.store) is not None
+    git(repo, "config", "core.sharedRepository", "group")
+    assert packwrite.loose_dir(snap.repo, snap.store) is None     # libgit2 writes then
+    git(repo, "config", "--unset", "core.sharedRepository")
+    assert packwrite.loose_dir(snap.repo, snap.store) is not None
