@@ -7,7 +7,6 @@ import hashlib
 import logging
 import os
 import subprocess
-import zlib
 from pathlib import Path
 
 import pygit2
@@ -255,20 +254,3 @@ def test_gitguard_gc_deflates_the_trees_snapshot_packs_stored_raw(repo: Path) ->
     whole = _stored_trees(repo, merged["name"])
     assert whole and all(packed < size for size, packed in whole if size > 200)
     git(repo, "fsck", "--strict", "--no-progress")
-
-
-def test_stored_streams_are_zlibs_and_git_reads_them(repo: Path) -> None:
-    """Trees go into snapshot packs as stored deflate blocks built by hand: zlib reads them
-    back at every block boundary, and git reads a pack whose tree spans several blocks."""
-    for size in (0, 1, 1000, 0xFFFF - 1, 0xFFFF, 0xFFFF + 1, 3 * 0xFFFF + 7):
-        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
-        assert zlib.decompress(packwrite.stored(data)) == data
-    guard = Guard.init(repo)
-    blob = (pygit2.hash(b"b\n").raw, BLOB, b"b\n")
-    names = {b"n%05d" % i: (0o100644, blob[0]) for i in range(3000)}     # ~84 KB
-    big = _tree_bytes(names)
-    assert len(big) > 0xFFFF
-    big_id = hashlib.sha1(b"tree %d\0" % len(big) + big).digest()
-    name = packwrite.publish(guard.store, [blob, (big_id, TREE, big)])
-    git(repo, "verify-pack", str(repo / ".git" / "objects" / "pack" / f"{name}.idx"))
-    assert git(repo, "ls-tree", big_id.hex()).count("\n") == 3000
