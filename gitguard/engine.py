@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import itertools
 import json
 import logging
@@ -107,6 +108,11 @@ class Engine:
             self._full_scan("start", baselines)
             self._reopen_windows()
         self.fanouts.check()
+        # What start built lives as long as the daemon: out of the cyclic GC's reach, a
+        # full (gen-2) pass, ~1 per 5 snapshots of 100 files, no longer walks it
+        # (0.7-7.7 ms CPU per such snapshot measured at 100k files).
+        gc.collect()
+        gc.freeze()
 
     def stop(self) -> None:
         """Record everything seen, leave the stat index matching the workspace."""

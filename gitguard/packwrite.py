@@ -8,10 +8,11 @@ daemon's trees (treebuild) compute their objects themselves and hand them to
 
 Publishing a pack, as git does: both files are written under temp names and
 fsynced (git fsyncs packs by default), the pack's name is recorded in the store's
-packs.json (the intent: a crash afterwards leaves nothing unaccounted, see
-`packing.settle`), then the .pack is renamed into place before the .idx (a reader
-finds a pack through its index). Nothing names an object of the pack before both
-renames: the snapshot commit and its ref come after `write_objects` returns.
+packs.json (the intent: a kill afterwards leaves nothing unaccounted, see
+`packing.settle`; not fsynced, see `packing.record`), then the .pack is renamed into
+place before the .idx (a reader finds a pack through its index). Nothing names an
+object of the pack before both renames: the snapshot commit and its ref come after
+`write_objects` returns.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -50,8 +52,8 @@ def write_objects(repo: pygit2.Repository, store: Store | None,
     name) when more than `threshold`, else loose (fewer than a pack is worth)."""
     if not objects:
         return None
-    if (store is None or len(objects) <= threshold
-            or len(packing.read_state(store).get("packs", [])) >= limit):
+    state = packing.read_state(store) if store is not None and len(objects) > threshold else {}
+    if store is None or len(objects) <= threshold or len(state.get("packs", [])) >= limit:
         loose = loose_dir(repo, store)
         for oid, kind, data in objects:
             if loose is None:
@@ -59,7 +61,7 @@ def write_objects(repo: pygit2.Repository, store: Store | None,
             else:
                 write_loose(loose, oid, kind, data)
         return None
-    return publish(store, objects)
+    return publish(store, objects, state)
 
 
 _NAMES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.BLOB: b"blob",
@@ -67,15 +69,35 @@ _NAMES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.
 _OBJECT_DIRS: dict[Path, bytes] = {}
 
 
+# objects dir -> ((inode, mtime, size) of its config file, shared?); git rewrites the
+# config through a lock file and a rename, so a change gives a new inode.
+_SHARED: dict[bytes, tuple[tuple[int, int, int], bool]] = {}
+
+
 def loose_dir(repo: pygit2.Repository, store: Store | None) -> bytes | None:
     """Where `write_loose` may put objects, or None to leave it to libgit2 (no store, or
     a shared repository whose modes git would set otherwise)."""
-    if store is None or "core.sharedRepository" in repo.config:
+    if store is None:
         return None
     found = _OBJECT_DIRS.get(store.ws.git_dir)
     if found is None:
         found = _OBJECT_DIRS[store.ws.git_dir] = os.fsencode(packing.objects_dir(store.ws))
-    return found
+    return None if _shared(repo, found) else found
+
+
+def _shared(repo: pygit2.Repository, objects: bytes) -> bool:
+    """Whether core.sharedRepository is set: asked of libgit2 again only when the
+    repository's config file changed (`repo.config` stats three config files and
+    reloads them, twice per snapshot). A global setting is seen at the daemon's start."""
+    try:
+        info = os.stat(os.path.join(os.path.dirname(objects), b"config"))
+        key = (info.st_ino, info.st_mtime_ns, info.st_size)
+    except OSError:
+        key = (-1, -1, -1)
+    known = _SHARED.get(objects)
+    if known is None or known[0] != key:
+        known = _SHARED[objects] = (key, "core.sharedRepository" in repo.config)
+    return known[1]
 
 
 def ensure_fanouts(repo: pygit2.Repository, store: Store) -> int:
@@ -223,18 +245,22 @@ def _write(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
-def publish(store: Store, objects: list[tuple[bytes, int, bytes]]) -> str:
-    """Write `objects` as one pack of ours; returns its name. Under the store lock."""
+def publish(store: Store, objects: list[tuple[bytes, int, bytes]],
+            state: dict[str, Any] | None = None) -> str:
+    """Write `objects` as one pack of ours; returns its name. Under the store lock.
+    `state`: packs.json as the caller just read it (read once per snapshot, not thrice)."""
     name, pack, idx = encode(objects)
     pack_dir = packing.objects_dir(store.ws) / "pack"
     if (pack_dir / f"{name}.idx").exists():
         return name                 # the same objects, already published
     pack_dir.mkdir(parents=True, exist_ok=True)
-    packing.settle(store)           # what a killed writer left, before the next intent
+    state = packing.settle(store, state)    # what a killed writer left, before the next intent
     tmp_pack, tmp_idx = tmp_paths(pack_dir, name)
     _write(tmp_pack, pack)
     _write(tmp_idx, idx)
-    packing.record(store, name)     # the intent: from here the pack is ours on record
+    # The intent: from here the pack is ours on record. Not fsynced (see packing.record):
+    # the pack and its index are, as git's, before anything can name their objects.
+    packing.record(store, name, state, sync=False)
     faults.point("snapshot.pack_before_publish")
     os.replace(tmp_pack, pack_dir / f"{name}.pack")
     faults.point("snapshot.pack_between_renames")
