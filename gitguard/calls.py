@@ -8,8 +8,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gitguard import (checkpoints, clock, durable, ledger, packing, patchtext, sessions,
-                      sharedpre, tools, trace)
+from gitguard import (
+    checkpoints,
+    clock,
+    durable,
+    ledger,
+    packing,
+    patchtext,
+    sessions,
+    sharedpre,
+    tools,
+    trace,
+)
 from gitguard.attribution import is_declared_only
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.integrations import baselines
