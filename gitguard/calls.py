@@ -8,7 +8,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, durable, ledger, packing, patchtext, sessions, tools, trace
+from gitguard import (
+    checkpoints,
+    clock,
+    durable,
+    ledger,
+    packing,
+    patchtext,
+    sessions,
+    sharedpre,
+    tools,
+    trace,
+)
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
@@ -113,11 +124,16 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
             # kill in between leaves a checkpoint no entry names, which resume and verify
             # accept; a call is in the ledger only once it is started. The checkpoint's seq is
             # the ledger's last before the call, so it never points past the ledger.
+            # Right after the session's previous call ended, with nothing changed since,
+            # that call's post checkpoint is this one's pre (gitguard.sharedpre says why
+            # every reader takes it so): no checkpoint file, no index line, 3 fsyncs less.
             tree = g.snap.write_tree()
-            pre = checkpoints.write(g.store, g.snap, checkpoints.read_index(g.store),
-                                    session_id=session.session_id, kind="pre", tree=tree,
-                                    ledger_seq=state.last_seq, step_id=planned.step_id,
-                                    call_id=call_id)
+            index = checkpoints.read_index(g.store)
+            pre = (sharedpre.reusable(g.store, g.snap, index, state, session.session_id, tree)
+                   or checkpoints.write(g.store, g.snap, index,
+                                        session_id=session.session_id, kind="pre", tree=tree,
+                                        ledger_seq=state.last_seq, step_id=planned.step_id,
+                                        call_id=call_id))
         started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
                                              "pre_checkpoint_id": pre.checkpoint_id})
         ledger.append_entries(g.store, state, [planned, started])

@@ -331,7 +331,7 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
-    durable.atomic_write(path, data)
+    durable.write_then_name(path, data)      # its index row, next, is what names it
     faults.point("checkpoint.before_index")
     row_fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,

@@ -63,6 +63,29 @@ def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE, sync_dir: bool 
         fsync_dir(path.parent)
 
 
+def write_then_name(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write `path` in place, fsync it, then fsync its directory: for a file that only a
+    later durable record names, with its checksum (a checkpoint file and its index row).
+    Until that record exists a torn or half-written file is an unnamed one, which no reader
+    takes (recovery_scan sets such files aside), so atomic_write's temp file and rename buy
+    nothing here. Without the rename the file's own fsync already carries its directory
+    entry on a journaling file system (the directory fsync, kept for the others, then has
+    nothing left to write): one journal commit and one directory update less per file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        faults.point("durable.before_file_fsync")
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)    # unnamed anyway; do not leave it half written
+        raise
+    os.close(fd)
+    fsync_dir(path.parent)
+
+
 def canonical_json(value: Any) -> bytes:
     # ensure_ascii keeps non-UTF-8 path names (surrogate escapes) representable and round-trippable
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()

@@ -31,6 +31,7 @@ class Privacy:
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store
         self._settings = settings
+        self._meta_read: tuple[tuple[int, int, int, int], bytes] | None = None
 
     @cached_property
     def settings(self) -> Settings:
@@ -79,10 +80,21 @@ class Privacy:
 
     # sealing --------------------------------------------------------------------------
     def _meta(self) -> dict[str, Any]:
-        try:
-            value = json.loads(self.store.meta_path.read_bytes())
-        except FileNotFoundError:
+        # Asked ~3 times per tool call (each seal): read again only when store.json is
+        # another file or was written since (atomic_write: a new inode).
+        seen = durable.stat_key(self.store.meta_path)
+        if seen is None:
             return {}
+        if self._meta_read is not None and self._meta_read[0] == seen:
+            raw = self._meta_read[1]
+        else:
+            try:
+                raw = self.store.meta_path.read_bytes()
+            except FileNotFoundError:
+                return {}
+            self._meta_read = (seen, raw)
+        try:
+            value = json.loads(raw)
         except ValueError as exc:
             raise StoreError(f"{self.store.meta_path} is not valid JSON",
                              "run `gitguard verify`") from exc

@@ -1,8 +1,10 @@
 """The daemon's socket: accept, check the peer, hand the request to the worker, answer.
 
-The accept thread and the per-connection threads never touch git or the store:
-each request becomes a `Job` on the worker's queue, so requests from any number of
-processes run one at a time, in arrival order, on the thread that owns pygit2.
+The accept thread reads each request itself (a client sends it whole right after
+connecting; only a slow one gets a thread of its own) and never touches git or the
+store: each request becomes a `Job` on the worker's queue, so requests from any number
+of processes run one at a time, in arrival order, on the thread that owns pygit2, and
+the worker sends the answer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import queue
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from gitguard.engine import Item, Job
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 _MAX_REQUEST = 64 * 1024 * 1024
+QUICK_READ_S = 0.05     # how long the accept thread waits for a request (see _take)
 MAGIC = b"GGB1"         # the native client's framing; a JSON request starts with "{"
 _U32 = struct.Struct(">I")
 
@@ -39,6 +43,7 @@ class SocketServer:
         self._sock: socket.socket | None = None
         self._accept: threading.Thread | None = None
         self._conns: set[threading.Thread] = set()
+        self._pending = 0       # requests queued for the worker and not yet answered
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -68,7 +73,7 @@ class SocketServer:
 
     def busy(self) -> bool:
         with self._lock:
-            return bool(self._conns)
+            return bool(self._conns) or self._pending > 0
 
     def stop(self) -> None:
         self._stopping.set()
@@ -95,48 +100,125 @@ class SocketServer:
                 if self._stopping.is_set():
                     return
                 raise
-            thread = threading.Thread(target=self._one, args=(conn,), name="gitguard-conn")
+            try:
+                slow = self._take(conn)
+            except OSError as exc:
+                self.log.warning("connection failed: %s", exc)
+                conn.close()
+                continue
+            if slow is None:
+                continue
+            thread = threading.Thread(target=self._one, args=(conn, slow), name="gitguard-conn")
             with self._lock:
                 self._conns.add(thread)
             thread.start()
 
-    def _one(self, conn: socket.socket) -> None:
-        try:
+    def _take(self, conn: socket.socket) -> bytes | None:
+        """On the accept thread: check the peer and read its request; a client sends it
+        whole right after connecting (and shuts its side), so this takes microseconds, and
+        the worker answers it. A thread per connection was a thread start and one more
+        thread switch on every request. Returns what was read of a request still coming
+        after QUICK_READ_S (a slow client gets a thread of its own, as before), else None:
+        the connection is queued or closed."""
+        uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                  struct.calcsize("3i")))[1]
+        if uid != os.getuid():
+            self.log.warning("refused a connection from uid %d", uid)
+            conn.close()
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        deadline = time.monotonic() + QUICK_READ_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"".join(chunks)
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(65536)
+            except TimeoutError:
+                return b"".join(chunks)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _MAX_REQUEST:
+                conn.close()
+                return None
+        self._dispatch(conn, b"".join(chunks))
+        return None
+
+    def _dispatch(self, conn: socket.socket, data: bytes) -> None:
+        """Queue a whole request for the worker, which answers and closes the connection."""
+        binary = data.startswith(MAGIC)
+        request = decode_binary(data) if binary else _json_request(data)
+        if request is None:
+            conn.close()
+            return
+        with self._lock:
+            refused = self._stopping.is_set()
+            if not refused:
+                self._pending += 1      # busy() until the worker is done with it
+        if refused:
             with conn:
                 conn.settimeout(30)
-                uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                          struct.calcsize("3i")))[1]
-                if uid != os.getuid():
-                    self.log.warning("refused a connection from uid %d", uid)
-                    return
-                data = _read_request(conn)
-                binary = data is not None and data.startswith(MAGIC)
-                request = decode_binary(data) if binary else _json_request(data)
-                if request is None:
-                    return
-                if self._stopping.is_set():
-                    answer: dict[str, Any] = {"fallback": True, "reason": "the daemon is stopping"}
-                else:
-                    # The worker answers itself (`_answer`): waking this thread to send
-                    # was one more thread switch on every call's path.
-                    job = Job(lambda: _answer(conn, self.handler(request), binary))
-                    self.sink.put(job)
-                    ok, value = job.done.get()
-                    if ok:
-                        rest: bytes = value
-                        if rest:
-                            conn.settimeout(None)
-                            conn.sendall(rest)
-                        return
-                    answer = {
-                        "exit": 3, "stdout": "",
-                        "stderr": f"Error: internal error in the gitguard daemon: {value}\n"
-                                  f"Hint: this is a bug in gitguard; see {self.store_dir}"
-                                  "/daemon.log\n"}
+                conn.sendall(_encode({"fallback": True, "reason": "the daemon is stopping"},
+                                     binary))
+            return
+        self.sink.put(Job(lambda: self._run(conn, request, binary)))
+
+    def _run(self, conn: socket.socket, request: dict[str, Any], binary: bool) -> None:
+        """On the worker: answer, and close the connection (or leave the rest of a long
+        answer to a thread, which may wait on a slow reader; the worker never does)."""
+        rest = b""
+        try:
+            try:
+                answer = self.handler(request)
+            except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
+                self.log.exception("request failed")
+                answer = self._internal_error(f"{type(exc).__name__}: {exc}")
+            rest = _answer(conn, answer, binary)
+        finally:
+            if rest:
+                thread = threading.Thread(target=self._send_rest, args=(conn, rest),
+                                          name="gitguard-send")
+                with self._lock:
+                    self._conns.add(thread)
+                thread.start()
+            else:
+                conn.close()
+            with self._lock:
+                self._pending -= 1
+
+    def _send_rest(self, conn: socket.socket, rest: bytes) -> None:
+        try:
+            with conn:
                 conn.settimeout(None)
-                conn.sendall(_encode(answer, binary))
+                conn.sendall(rest)
         except OSError as exc:
             self.log.warning("connection failed: %s", exc)
+        finally:
+            with self._lock:
+                self._conns.discard(threading.current_thread())
+
+    def _internal_error(self, value: object) -> dict[str, Any]:
+        return {"exit": 3, "stdout": "",
+                "stderr": f"Error: internal error in the gitguard daemon: {value}\n"
+                          f"Hint: this is a bug in gitguard; see {self.store_dir}"
+                          "/daemon.log\n"}
+
+    def _one(self, conn: socket.socket, prefix: bytes) -> None:
+        """A slow client's connection (see `_take`): read the rest here, then queue it."""
+        try:
+            conn.settimeout(30)
+            data = _read_request(conn, prefix)
+            if data is None:
+                conn.close()
+            else:
+                self._dispatch(conn, data)
+        except OSError as exc:
+            self.log.warning("connection failed: %s", exc)
+            conn.close()
         finally:
             with self._lock:
                 self._conns.discard(threading.current_thread())
@@ -163,9 +245,9 @@ def _answer(conn: socket.socket, answer: dict[str, Any], binary: bool) -> bytes:
     return b""
 
 
-def _read_request(conn: socket.socket) -> bytes | None:
-    chunks: list[bytes] = []
-    size = 0
+def _read_request(conn: socket.socket, prefix: bytes = b"") -> bytes | None:
+    chunks: list[bytes] = [prefix]
+    size = len(prefix)
     while True:
         chunk = conn.recv(65536)
         if not chunk:

@@ -268,14 +268,20 @@ class Snapshotter(StatScan):
         """(HEAD commit, branch name) of the user's repository; (None, None) outside git."""
         if not self.ws.is_git:
             return None, None
-        repo = self.repo
-        if repo.head_is_unborn:
-            target = repo.references.get("HEAD")
-            name = target.target if target is not None else None
-            branch = name.removeprefix("refs/heads/") if isinstance(name, str) else None
-            return None, branch
-        branch = None if repo.head_is_detached else repo.head.shorthand
-        return str(repo.head.target), branch
+        # HEAD read once and its branch once: head_is_unborn, head_is_detached and
+        # repo.head each read and resolve them again (7 file reads; 2 checkpoints a call).
+        # tests/test_head_info.py compares this with those calls.
+        head = self.repo.references.get("HEAD")
+        if head is None:
+            return None, None
+        if head.type != pygit2.enums.ReferenceType.SYMBOLIC:
+            return str(head.target), None                   # detached
+        name = head.target
+        found = self.repo.references.get(name) if isinstance(name, str) else None
+        if found is None:                                   # unborn
+            return None, name.removeprefix("refs/heads/") if isinstance(name, str) else None
+        resolved = found.resolve()
+        return str(resolved.target), resolved.shorthand
 
     def dirty_against_head(self, tree: str, limit: int = 200) -> tuple[list[str], int]:
         """Paths where the snapshot differs from HEAD (all paths outside git)."""

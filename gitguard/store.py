@@ -90,6 +90,15 @@ class Store:
             for journal in self.journals:
                 self._repair(journal)
             yield
+            # The block ended normally: every append it made was whole (append_jsonl writes
+            # all of a record or cuts the file back and raises; a torn one needs a crash,
+            # which ends this process and its memory), and nobody else appends under our
+            # lock. So the next entry need not open and read the tails this block grew
+            # (the ledger, the index and the trace, at every call begin and end).
+            for journal in self.journals:
+                key = durable.stat_key(journal)
+                if key is not None:
+                    self._clean[journal] = key
 
     def _repair(self, journal: Path) -> None:
         """repair_torn_tail, less the open and read of a journal nobody touched since this

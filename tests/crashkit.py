@@ -17,7 +17,8 @@ LEDGER_POINTS = tuple(f"ledger.{when}_{status}" for status in
                       ("started", "succeeded", "failed", "uncertain")
                       for when in ("before", "after"))
 KNOWN_POINTS: tuple[str, ...] = (
-    "atomic_write.before_replace", "jsonl.before_write", "jsonl.torn_write", "jsonl.after_fsync",
+    "atomic_write.before_replace", "durable.before_file_fsync", "jsonl.before_write",
+    "jsonl.torn_write", "jsonl.after_fsync",
     *LEDGER_POINTS,
     "snapshot.after_update_index", "snapshot.after_tree", "snapshot.before_ref",
     "checkpoint.before_file", "checkpoint.before_index", "checkpoint.after_index",

@@ -68,7 +68,11 @@ def test_scripted_session_keeps_every_invariant(repo: Path, state_of: GitState) 
     assert [(e["callId"], e["status"]) for e in ledger] == [("call_1", "succeeded"),
                                                             ("call_2", "succeeded")]
     checkpoints = json.loads(step("checkpoints", "--json").stdout)
-    assert [c["kind"] for c in checkpoints] == ["pre", "post", "pre", "post", "manual"]
+    # call_2 began right after call_1 ended with nothing changed in between: call_1's post
+    # checkpoint is call_2's pre (gitguard.sharedpre), named in the ledger like a fresh one.
+    assert [c["kind"] for c in checkpoints] == ["pre", "post", "post", "manual"]
+    assert ledger[1]["preCheckpointId"] == ledger[0]["postCheckpointId"] == \
+        checkpoints[1]["checkpointId"]
     step("verify")
     fsck_clean(repo)
 

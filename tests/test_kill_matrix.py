@@ -45,6 +45,14 @@ def setup_begin(guard: Guard, repo: Path) -> dict[str, str]:
     return {}
 
 
+def setup_begin_shared(guard: Guard, repo: Path) -> dict[str, str]:
+    """call_1 ended and nothing changed since: call_2's pre is call_1's post (sharedpre)."""
+    guard.start_session("s1")
+    with guard.tool_call("Write", {"file_path": "a.txt"}, writes=["a.txt"]):
+        (repo / "a.txt").write_text("agent\n")
+    return {}
+
+
 def setup_started(guard: Guard, repo: Path) -> dict[str, str]:
     setup_begin(guard, repo)
     guard.begin_call("Bash", PUBLISH, call_id="call_2")
@@ -133,6 +141,8 @@ SCENARIOS = {
                                     json.dumps(PUBLISH), "--call-id", "call_2")),
     "end": Scenario(setup_started, ("call", "end", "call_2", "--status", "succeeded",
                                     "--result", "+ pkg@1.0.0")),
+    "begin-shared": Scenario(setup_begin_shared, ("call", "begin", "--tool", "Bash", "--input",
+                                                  json.dumps(PUBLISH), "--call-id", "call_2")),
     "begin-upgraded": Scenario(setup_begin_upgraded, ("call", "begin", "--tool", "Bash",
                                                       "--input", json.dumps(PUBLISH),
                                                       "--call-id", "call_2")),
@@ -160,7 +170,7 @@ MATRIX: list[tuple[str, str, str | None]] = [
     # the call is not in the ledger at all (a checkpoint no entry names may be left).
     ("jsonl.before_write", "begin", None),
     ("jsonl.torn_write", "begin", None),
-    ("atomic_write.before_replace", "begin", None),
+    ("durable.before_file_fsync", "begin", None),
     ("jsonl.after_fsync", "begin", None),
     ("snapshot.after_update_index", "begin-upgraded", None),
     ("snapshot.after_tree", "begin", None),
@@ -174,11 +184,15 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("checkpoint.after_index", "begin", None),
     ("ledger.before_started", "begin", None),
     ("ledger.after_started", "begin", "uncertain"),
+    # the pre checkpoint shared with call_1's post: nothing is written before the ledger
+    ("jsonl.torn_write", "begin-shared", None),
+    ("ledger.before_started", "begin-shared", None),
+    ("ledger.after_started", "begin-shared", "uncertain"),
     ("snapshot.after_update_index", "end-upgraded", "uncertain"),
     ("snapshot.after_tree", "end", "uncertain"),
     ("snapshot.before_ref", "end", "uncertain"),
     ("checkpoint.before_file", "end", "uncertain"),
-    ("atomic_write.before_replace", "end", "uncertain"),
+    ("durable.before_file_fsync", "end", "uncertain"),
     ("checkpoint.before_index", "end", "uncertain"),
     ("jsonl.before_write", "end", "uncertain"),
     ("jsonl.torn_write", "end", "uncertain"),
@@ -203,6 +217,7 @@ MATRIX: list[tuple[str, str, str | None]] = [
     ("checkpoint.after_index", "checkpoint", None),
     ("rollback.after_safety", "rollback", "succeeded"),
     ("rollback.mid_apply", "rollback", "succeeded"),
+    ("atomic_write.before_replace", "gc", "succeeded"),
     ("gc.after_temp_refs", "gc", "succeeded"),
     ("gc.after_index", "gc", "succeeded"),
     ("gc.after_refs", "gc", "succeeded"),

@@ -126,7 +126,9 @@ def test_resume_marks_uncertain_returns_state_and_is_idempotent(repo: Path) -> N
     assert result["uncertain"] == ["call_3"] and result["doNotRepeat"] == ["call_3"]
     assert result["runState"] == {"plan": ["write", "test", "mail"], "next": 2}
     assert result["messages"] == [{"role": "user", "content": "ship it"}]
-    assert result["checkpointKind"] == "pre" and result["lastCompletedStep"] == "step_2"
+    # call_3 began right after call_2 ended: call_2's post checkpoint is call_3's pre too.
+    assert result["checkpointKind"] == "post" and result["lastCompletedStep"] == "step_2"
+    assert result["checkpointId"] == Guard.open(repo).ledger()[-1].pre_checkpoint_id
     assert [c["callId"] for c in result["calls"]] == ["call_2", "call_3"]
     # The mail call was running: whose change this is cannot be known.
     assert result["workspace"]["changed"] == [
@@ -174,7 +176,7 @@ def test_explain_and_reconcile(repo: Path) -> None:
     assert views["call_3"]["why"] == ("it started and has not ended; `send_email` sends email "
                                       "(non_idempotent); replay policy never")
     assert views["call_2"]["replayable"] and "failed" in views["call_2"]["why"]
-    assert explained["checkpoint"]["kind"] == "pre"
+    assert explained["checkpoint"]["kind"] == "post"      # call_2's post, call_3's pre
     assert "newest complete checkpoint of session s1" in explained["checkpoint"]["why"]
     human = gg(repo, "explain").stdout
     assert "call_3     started    send_email   DO NOT REPEAT" in human

@@ -1,5 +1,6 @@
-"""The daemon's worker sends each answer itself when the socket takes it at once, and
-leaves the rest of a big one to the connection's thread (it never waits on a reader).
+"""The accept thread reads each request and queues it (a slow client gets a thread of its
+own); the daemon's worker sends each answer itself when the socket takes it at once, and
+leaves the rest of a big one to a thread of its own (it never waits on a reader).
 A real socket server and a worker thread running its jobs as the engine does: small,
 big (more than the socket buffer holds) and failed answers all arrive whole."""
 
@@ -71,3 +72,67 @@ def test_small_big_and_failed_answers_arrive_whole(served: Path) -> None:
     native = server.MAGIC + b"".join(len(f).to_bytes(4, "big") + f for f in (b"big", b"/w")) \
         + bytes(4) + bytes(4) + bytes(4) + bytes(4)
     assert ask(served, native) == server.encode_binary(handler({"op": "big"}))
+
+
+def test_a_slow_client_gets_its_own_thread_and_does_not_hold_up_the_others(
+        served: Path) -> None:
+    """The accept thread reads a request only for QUICK_READ_S; a client still sending
+    after that is read on a thread of its own while other clients are answered."""
+    with socket.socket(socket.AF_UNIX) as slow:
+        slow.settimeout(60)
+        slow.connect(str(served))
+        slow.sendall(b'{"op": ')                        # half a request, then nothing
+        answered = threading.Event()
+
+        def other() -> None:
+            assert json.loads(ask(served, b'{"op": "small"}'))["stdout"] == "small answer"
+            answered.set()
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert answered.wait(60), "a slow client held up another one"
+        thread.join()
+        slow.sendall(b'"small"}')
+        slow.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := slow.recv(1 << 16):
+            chunks.append(chunk)
+    assert json.loads(b"".join(chunks)) == handler({"op": "small"})
+
+
+def test_many_clients_at_once_each_get_their_own_answer(served: Path) -> None:
+    answers: dict[int, Any] = {}
+
+    def one(n: int) -> None:
+        op = "big" if n % 5 == 0 else "small"
+        answers[n] = (op, json.loads(ask(served, json.dumps({"op": op}).encode())))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 20
+    assert all(answer == handler({"op": op}) for op, answer in answers.values())
+
+
+def test_busy_until_a_queued_request_is_answered_and_refused_once_stopping(
+        tmp_path: Path) -> None:
+    jobs: queue.SimpleQueue[Item] = queue.SimpleQueue()
+    sock_server = server.SocketServer(tmp_path, jobs, handler, logging.getLogger("test"))
+    sock_server.start()
+    try:
+        got: list[bytes] = []
+        client = threading.Thread(target=lambda: got.append(
+            ask(tmp_path / "daemon.sock", b'{"op": "small"}')))
+        client.start()
+        job = jobs.get(timeout=60)          # queued: nobody has run it yet
+        assert isinstance(job, Job) and sock_server.busy()
+        sock_server.refuse_new()
+        job.fn()                            # what the worker does while shutting down
+        client.join(60)
+        assert json.loads(got[0]) == handler({"op": "small"}) and not sock_server.busy()
+        refused = json.loads(ask(tmp_path / "daemon.sock", b'{"op": "small"}'))
+        assert refused == {"fallback": True, "reason": "the daemon is stopping"}
+    finally:
+        sock_server.stop()

@@ -44,3 +44,39 @@ def test_a_torn_tail_is_still_repaired_and_untouched_journals_are_not_read(
     assert [e.call_id for e in ledger.read(store).in_order()] == [entry.call_id]
     again = guard.begin_call("Edit", {"file_path": "b.txt"}, writes=["b.txt"])
     assert ledger.read(store).get(again.call_id).status == "started"
+
+
+def test_what_a_block_appended_is_not_read_again_but_a_later_tear_is_repaired(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard = Guard.open(repo)
+    store = guard.store
+    first = guard.begin_call("Edit", {"file_path": "a.txt"}, writes=["a.txt"])
+    read: list[Path] = []
+    real = durable.repair_torn_tail
+
+    def counted(path: Path) -> bytes:
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(durable, "repair_torn_tail", counted)
+    # call end appends to the ledger, the checkpoint index and the trace under the lock;
+    # the next lock reads none of them again (the block ended normally: its appends are whole).
+    guard.end_call(first.call_id, "succeeded", "ok")
+    read.clear()
+    with store.writing():
+        pass
+    assert read == []
+    # A block that fails keeps nothing as known: the next entry reads what it may have grown.
+    with pytest.raises(RuntimeError), store.writing():
+        durable.append_jsonl(store.ledger_path, [{"torn": "no"}])
+        raise RuntimeError("the block failed")
+    with store.writing():
+        pass
+    assert read == [store.ledger_path]
+    # Another process killed mid-append after that: its half line is still set aside.
+    with open(store.trace_path, "ab") as fh:
+        fh.write(b'{"sum":"4567')
+    read.clear()
+    with store.writing():
+        pass
+    assert read == [store.trace_path] and store.trace_path.read_bytes().endswith(b"\n")
