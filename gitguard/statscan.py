@@ -22,7 +22,10 @@ from gitguard.store import Store
 from gitguard.workspace import Workspace
 
 # Settings for every git command on the private stat index (never the user's index).
-_PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true")
+# index.skipHash=false: `feature.manyFiles` turns skipHash on in git >= 2.40, and an index
+# written without its checksum would send statlag (keyed to that checksum) the slow way
+# at every scan. Older git ignores the unknown key.
+_PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true", "-c", "index.skipHash=false")
 
 
 class StatScan:
