@@ -106,9 +106,15 @@ def copy_repo(info: RepoInfo, dest: Path) -> Path:
     (tracked, untracked and ignored files). Inode numbers and ctimes change,
     which would make the first git command re-hash every file; refreshing the
     index here puts the copy in the steady state a user's repository is in.
+    The copy's dirty pages (~850 MB at 100k files) are flushed before any row
+    measures: otherwise their writeback runs during the measured calls and every
+    fsync, create and rename waits behind it (a daemon row measured 34.5 ms per
+    call straight after the copy and 26.3 ms in the next run). A user's repository
+    was not just written in full.
     """
     run(["cp", "-a", str(info.path), str(dest)], cwd=info.path.parent)
     git(dest, "update-index", "-q", "--refresh")
+    os.sync()
     return dest
 
 
