@@ -12,81 +12,17 @@ click as before, so the output and exit code are click's for every input
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from gitguard import jsontext
+from gitguard import callcli, jsontext
 from gitguard.errors import EXIT_INTERNAL, GitguardError
 
-# option -> (parameter name, kind): "value" (last one wins, as in click), "multi", "flag",
-# or a tuple of the choices click accepts.
-_BEGIN: dict[str, tuple[str, Any]] = {
-    "--tool": ("tool", "value"), "--input": ("input_text", "value"),
-    "--input-file": ("input_file", "value"), "--step": ("step_id", "value"),
-    "--call-id": ("call_id", "value"), "--writes": ("writes", "multi"),
-    "--idempotency": ("idempotency", ("idempotent", "conditional", "non_idempotent")),
-    "--replay": ("replay", ("auto", "ask", "never")),
-    "--risk": ("risk", ("low", "medium", "high", "critical")),
-    "--side-effect": ("side_effects", "multi"), "--session": ("session_id", "value"),
-    "--confirm": ("confirm", "flag"), "--force-replay": ("force_replay", "flag"),
-    "--json": ("as_json", "flag"),
-}
-_END: dict[str, tuple[str, Any]] = {
-    "--status": ("status", ("succeeded", "failed")), "--result": ("result_text", "value"),
-    "--result-file": ("result_file", "value"), "--json": ("as_json", "flag"),
-}
-
-
-def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
-    """("begin" | "end", parameters as click would pass them), or None: let click do it."""
-    if len(argv) < 2 or argv[0] != "call" or argv[1] not in ("begin", "end"):
-        return None
-    verb = argv[1]
-    spec = _BEGIN if verb == "begin" else _END
-    params: dict[str, Any] = {}
-    for name, kind in spec.values():
-        params[name] = () if kind == "multi" else False if kind == "flag" else None
-    positional: list[str] = []
-    tokens = list(argv[2:])
-    at = 0
-    while at < len(tokens):
-        token = tokens[at]
-        at += 1
-        if not token.startswith("-"):
-            positional.append(token)
-            continue
-        option, eq, inline = token.partition("=")
-        known = spec.get(option)
-        if known is None:
-            return None                     # --help, --, -x, a typo: click's messages
-        name, kind = known
-        if kind == "flag":
-            if eq:
-                return None
-            params[name] = True
-            continue
-        if eq:
-            value = inline
-        elif at < len(tokens):
-            value = tokens[at]
-            at += 1
-        else:
-            return None                     # "requires an argument"
-        if value.startswith("-") and value != "-":
-            return None                     # click's rules for these are subtle
-        if isinstance(kind, tuple) and value not in kind:
-            return None                     # "invalid choice"
-        params[name] = (*params[name], value) if kind == "multi" else value
-    if verb == "begin":
-        if positional or params["tool"] is None:
-            return None
-    else:
-        if len(positional) != 1 or params["status"] is None:
-            return None
-        params["call_id"] = positional[0]
-    return verb, params
+# The parser is the fresh-process one (gitguard.callcli: standard library only), so a
+# command line means the same in the daemon and without it.
+parse = callcli.parse
 
 
 def run(parsed: tuple[str, dict[str, Any]], guard: Any,
