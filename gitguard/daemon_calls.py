@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from gitguard import callcli, jsontext
+from gitguard import callcli
 from gitguard.errors import EXIT_INTERNAL, GitguardError
 
 # The parser is the fresh-process one (gitguard.callcli: standard library only), so a
@@ -48,36 +48,9 @@ def run(parsed: tuple[str, dict[str, Any]], guard: Any,
     return 0
 
 
-def _emit(value: Any, as_json: bool, human: Callable[[], None]) -> None:
-    if as_json:
-        click.echo(jsontext.dumps(value, indent=2))
-    else:
-        human()
+def _begin(guard: Any, **params: Any) -> None:
+    click.echo(callcli.begin_output(guard, **params))      # the same text as a fresh process
 
 
-def _begin(guard: Any, *, tool: str, input_text: str | None, input_file: str | None,
-           step_id: str | None, call_id: str | None, writes: tuple[str, ...],
-           idempotency: str | None, replay: str | None, risk: str | None,
-           side_effects: tuple[str, ...], session_id: str | None, confirm: bool,
-           force_replay: bool, as_json: bool) -> None:
-    from gitguard.cli import read_json_arg
-
-    tool_input = read_json_arg(input_text, input_file, "--input")
-    if tool_input is None:
-        tool_input = {}
-    if not isinstance(tool_input, dict):
-        raise GitguardError("--input must be a JSON object", 'for example {"command": "ls"}')
-    entry = guard.begin_call(
-        tool, tool_input, step_id=step_id, call_id=call_id, writes=writes,
-        idempotency=idempotency, replay=replay, risk=risk, side_effects=side_effects,
-        session_id=session_id, confirm=confirm, force_replay=force_replay)
-    _emit(entry.to_json(), as_json, lambda: click.echo(entry.call_id))
-
-
-def _end(guard: Any, *, call_id: str, status: str, result_text: str | None,
-         result_file: str | None, as_json: bool) -> None:
-    from gitguard.commands.call import read_result  # the same reading as the CLI's
-
-    entry = guard.end_call(call_id, status, read_result(result_text, result_file))
-    _emit(entry.to_json(), as_json, lambda: click.echo(
-        f"{entry.call_id} {entry.status}: {len(entry.file_patches)} file(s) changed"))
+def _end(guard: Any, **params: Any) -> None:
+    click.echo(callcli.end_output(guard, **params))
