@@ -49,6 +49,7 @@ class Measurement:
     bytes_added: int | None = None  # per sample for per-call cases
     note: str = ""
     index: str = ""  # what happened to the user's .git/index (IndexProbe.note)
+    disk_ms: tuple[float, float] | None = None  # fsync_probe before and after (the runner's)
 
     @property
     def median_ms(self) -> float:

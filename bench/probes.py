@@ -3,12 +3,16 @@
 `Editor` makes the one-file edit that precedes every sample. `IndexProbe`
 watches the user's `.git/index`: gitguard promises never to touch it, and
 `git stash create` is known to rewrite it, so every row reports what happened.
+`fsync_probe` says how long the disk makes an fsync wait just before and after a
+case, so a row slowed by the disk's queue can be told from one slowed by our work.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import statistics
+import time
 from pathlib import Path
 
 from bench.shell import git
@@ -70,3 +74,26 @@ class IndexProbe:
 
     def _hash(self) -> str:
         return hashlib.sha256(self._path.read_bytes()).hexdigest()
+
+
+def fsync_probe(directory: Path, samples: int = 8) -> float:
+    """Median ms of writing 4 KiB to a new file in `directory` and fsyncing it.
+
+    The per-call rows fsync several times per sample; on a VM disk an fsync costs
+    0.2 ms when idle and several ms when writeback is queued (after a large copy, or
+    while another process writes). The probe is the same kind of work on the same
+    file system, measured outside the timed samples."""
+    waits: list[float] = []
+    block = b"\0" * 4096
+    for i in range(samples):
+        path = directory / f".fsync-probe-{i}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, block)
+            start = time.perf_counter()
+            os.fsync(fd)
+            waits.append((time.perf_counter() - start) * 1000)
+        finally:
+            os.close(fd)
+            os.unlink(path)
+    return statistics.median(waits)

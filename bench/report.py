@@ -27,6 +27,8 @@ class Row:
     bytes_added: int | None = None
     note: str = ""
     index: str = ""
+    disk_before_ms: tuple[float, ...] = ()  # fsync_probe before each measured copy
+    disk_after_ms: tuple[float, ...] = ()
 
     @classmethod
     def measured(cls, case: Case, size: str, parts: list[Measurement]) -> Row:
@@ -34,9 +36,11 @@ class Row:
         sizes = [p.bytes_added for p in parts if p.bytes_added is not None]
         notes = " | ".join(dict.fromkeys(p.note for p in parts if p.note))
         index = " | ".join(dict.fromkeys(p.index for p in parts if p.index))
+        disks = [p.disk_ms for p in parts if p.disk_ms is not None]
         return cls(case.name, case.group, size, case.target, case.first, "ok",
                    tuple(s for p in parts for s in p.samples_ms),
-                   int(statistics.median(sizes)) if sizes else None, notes, index)
+                   int(statistics.median(sizes)) if sizes else None, notes, index,
+                   tuple(d[0] for d in disks), tuple(d[1] for d in disks))
 
     @classmethod
     def failed(cls, case: Case, size: str, status: str, why: str) -> Row:
@@ -61,7 +65,17 @@ class Row:
             ("snapshot" if self.first else "call"),
             "userIndex": self.index or None,
             "note": self.note,
+            "fsyncProbeMs": {"before": [round(d, 3) for d in self.disk_before_ms],
+                             "after": [round(d, 3) for d in self.disk_after_ms]},
         }
+
+    @property
+    def disk_text(self) -> str:
+        """`before/after` medians of the fsync probe, `-` when the case was not measured."""
+        if not self.disk_before_ms:
+            return "-"
+        return (f"{statistics.median(self.disk_before_ms):.1f}/"
+                f"{statistics.median(self.disk_after_ms):.1f}")
 
 
 def _round(value: float | None) -> float | None:
@@ -91,16 +105,16 @@ def fmt_bytes(value: int | None, per_call: bool = False) -> str:
 
 def table(rows: list[Row], note_width: int = 70) -> str:
     header = ["case", "size", "n", "median ms", "p90 ms", "bytes added", "target", "user index",
-              "note"]
+              "fsync ms", "note"]
     cells: list[list[str]] = []
     for r in rows:
         median = fmt_ms(r.median_ms) if r.status == "ok" else r.status
         note = r.note if len(r.note) <= note_width else r.note[: note_width - 3] + "..."
         cells.append([r.case, r.size, str(len(r.samples_ms)), median, fmt_ms(r.p90_ms),
                       fmt_bytes(r.bytes_added, per_call=not r.first), r.target or "-",
-                      r.index or "-", note])
+                      r.index or "-", r.disk_text, note])
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
-    numeric = {2, 3, 4, 5}
+    numeric = {2, 3, 4, 5, 8}
 
     def line(values: list[str]) -> str:
         parts = [v.rjust(w) if i in numeric else v.ljust(w)

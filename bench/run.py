@@ -18,6 +18,7 @@ import signal
 import sys
 import tempfile
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from bench import (  # noqa: F401 - importing registers their cases
     gitguard_cases,
 )
 from bench.cases import Case, CaseContext, Measurement, Skip, registered
+from bench.probes import fsync_probe
 from bench.report import Row, table, verdict, write_json
 from bench.repos import SIZES, RepoInfo, copy_repo, ensure_repo, worktree_manifest
 from bench.shell import git_version, isolate_this_process
@@ -128,6 +130,9 @@ def print_report(rows: list[Row], lines: list[str], load_start: float, load_end:
     print("MB = 10^6 bytes. Anchors run git with auto-gc off.")
     print(f"Load average (1 min) at start {load_start:.2f}, at end {load_end:.2f}"
           f" on {os.cpu_count()} CPUs: other work on the machine inflates every row.")
+    print("fsync ms: the median wait of a 4 KiB write + fsync on the copy's file system just"
+          " before and after the case (idle here: 0.2-0.6 ms); where it is high, every"
+          " fsync inside that row's samples waits longer too.")
     print()
     print("Verdict")
     for line in lines:
@@ -164,7 +169,9 @@ class Runner:
                 repo.mkdir()
             work = scratch / "work"
             work.mkdir()
-            return c.fn(CaseContext(repo=repo, scratch=work, runs=self.runs))
+            before = fsync_probe(work)
+            measured = c.fn(CaseContext(repo=repo, scratch=work, runs=self.runs))
+            return replace(measured, disk_ms=(before, fsync_probe(work)))
         finally:
             _stop_daemons(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
