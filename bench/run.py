@@ -35,7 +35,7 @@ from bench.cases import Case, CaseContext, Measurement, Skip, registered
 from bench.probes import fsync_probe
 from bench.report import Row, table, verdict, write_json
 from bench.repos import SIZES, RepoInfo, copy_repo, ensure_repo, worktree_manifest
-from bench.shell import git_version, isolate_this_process
+from bench.shell import du_bytes, git_version, isolate_this_process
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -94,19 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     repos: dict[str, Any] = {}
     runner = Runner(args.runs, args.first_runs, args.workdir)
-    for size in args.size_list:
-        info = ensure_repo(PROJECT, size)
-        log(f"[{size}] repository {info.why}: {info.tracked} tracked, {info.ignored} ignored, "
-            f"{info.untracked} untracked files; generation took {info.generated_seconds:.1f} s")
-        for c in cases:
-            row = runner.run_case(c, info)
-            log(f"[{size}] {c.name}: {row.status}"
-                + (f", median {row.median_ms:.1f} ms" if row.median_ms is not None else ""))
-            rows.append(row)
-        repos[size] = {"tracked": info.tracked, "ignored": info.ignored,
-                       "untracked": info.untracked, "head": info.head,
-                       "generatedSeconds": info.generated_seconds, "cache": info.why,
-                       "copyVerifiedFiles": runner.verified.get(size)}
+    try:
+        run_sizes(args, cases, runner, rows, repos)
+    finally:
+        runner.remove_copies()
 
     load_after = os.getloadavg()
     lines = verdict(rows)
@@ -120,6 +111,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {args.json}")
     return 0
 
+
+def run_sizes(args: argparse.Namespace, cases: list[Case], runner: Runner, rows: list[Row],
+              repos: dict[str, Any]) -> None:
+    for size in args.size_list:
+        info = ensure_repo(PROJECT, size)
+        log(f"[{size}] repository {info.why}: {info.tracked} tracked, {info.ignored} ignored, "
+            f"{info.untracked} untracked files; generation took {info.generated_seconds:.1f} s")
+        for c in cases:
+            row = runner.run_case(c, info)
+            log(f"[{size}] {c.name}: {row.status}"
+                + (f", median {row.median_ms:.1f} ms" if row.median_ms is not None else ""))
+            rows.append(row)
+        repos[size] = {"tracked": info.tracked, "ignored": info.ignored,
+                       "untracked": info.untracked, "head": info.head,
+                       "generatedSeconds": info.generated_seconds, "cache": info.why,
+                       "copyVerifiedFiles": runner.verified.get(size)}
 
 def print_report(rows: list[Row], lines: list[str], load_start: float, load_end: float) -> None:
     print(table(rows))
@@ -145,6 +152,8 @@ class Runner:
     def __init__(self, runs: int, first_runs: int, workdir: Path) -> None:
         self.runs, self.first_runs, self.workdir = runs, first_runs, workdir
         self.verified: dict[str, int] = {}  # size -> files compared in its first copy
+        self._used: list[Path] = []  # case copies, removed at the end (see _room_for)
+        self._copy_bytes: dict[str, int] = {}  # size -> bytes of the cached repository
 
     def run_case(self, c: Case, info: RepoInfo) -> Row:
         parts: list[Measurement] = []
@@ -159,6 +168,8 @@ class Runner:
         return Row.measured(c, info.size, parts)
 
     def _run_once(self, c: Case, info: RepoInfo) -> Measurement:
+        if c.needs_repo:
+            self._room_for(info)
         prefix = f"gitguard-bench-{info.size}-"
         scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=self.workdir))
         try:
@@ -174,7 +185,27 @@ class Runner:
             return replace(measured, disk_ms=(before, fsync_probe(work)))
         finally:
             _stop_daemons(scratch)
-            shutil.rmtree(scratch, ignore_errors=True)
+            self._used.append(scratch)
+
+    def remove_copies(self) -> None:
+        """Remove every copy made so far (at the end of the run, or when space runs low)."""
+        while self._used:
+            shutil.rmtree(self._used.pop(), ignore_errors=True)
+
+    def _room_for(self, info: RepoInfo) -> None:
+        """Copies are kept until the run ends: on ext4 without a journal (this VM's disk)
+        a new inode skips every one deleted in the last 60-360 s (`recently_deleted` in
+        fs/ext4/ialloc.c), so removing a 100k-file copy made every file creation of the
+        next cases slower (perf: 26% of a rollback's CPU in that kernel path). Only when
+        the disk would fill are they removed early, and the run says so."""
+        if info.size not in self._copy_bytes:
+            self._copy_bytes[info.size] = du_bytes(info.path)
+        free = shutil.disk_usage(self.workdir).free
+        need = 2 * self._copy_bytes[info.size] + _SPARE_BYTES
+        if free < need and self._used:
+            log(f"removing {len(self._used)} earlier copies now: {free / 1e9:.1f} GB free,"
+                f" {need / 1e9:.1f} GB wanted; the next cases' file creations may be slower")
+            self.remove_copies()
 
     def _copy(self, info: RepoInfo, dest: Path) -> None:
         copy_repo(info, dest)
@@ -200,6 +231,9 @@ def _stop_daemons(scratch: Path) -> None:
         except (OSError, ValueError, IndexError):
             continue
         log(f"stopped a gitguard daemon left running in {pid_file.parents[2]}")
+
+
+_SPARE_BYTES = 5 * 10**9  # left free on the disk besides the next copy
 
 
 def log(message: str) -> None:
