@@ -102,10 +102,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     call_id = next_call_id(state, id_prefix)
     safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
     targets = {s.path: s.target for s in steps}
-    # The patch is made before the writes, of what they will produce, so it goes into the
-    # same durable append as the input: one fsync, not two files with a file and a
-    # directory fsync each. Its changes: at simple paths the targets themselves, and the
-    # post tree is built later, while the writes wait on the disk; else from that tree now.
+    # The patch is of what the writes will produce, rendered while they wait on the disk.
+    # Its changes: at simple paths the targets themselves, and the post tree is built
+    # later, beside the writes too; else from that tree now.
     changes = dirty_delta.planned_changes(g.snap.repo, safety_tree, targets)
     planned_post: str | None = None
     if changes is None:
@@ -117,17 +116,14 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
-    # Input and patch in one append to the session's artifact journal, fsynced once (as
-    # `call begin` and `call end` store theirs), before the `started` entry names the input.
-    # A kill before the entry leaves them unnamed, as a killed call's input is (a torn
-    # append is repaired like any journal's). The bytes to write, the patch and the
-    # append are made in a thread beside the safety checkpoint (writepatch.prepare): reading
-    # and rendering are CPU the checkpoint's fsync waits leave free, and the two appends'
-    # fsyncs overlap instead of queueing.
+    # The input goes to the session's artifact journal, fsynced, before the `started` entry
+    # names it; a kill before the entry leaves it unnamed, as a killed call's input is (a
+    # torn append is repaired like any journal's). It and the bytes to write are made in a
+    # thread beside the safety checkpoint (writepatch.prepare), whose fsync waits leave CPU
+    # free; the two appends' fsyncs overlap instead of queueing.
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
     with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen, changes,
-                               f"patch_{call_id}.diff")
+        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen)
         safety = checkpoints.write(
             g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
             tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
@@ -148,35 +144,45 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    if planned_post is None and len(steps) < fileops.PARALLEL_FROM:
-        planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
-    if planned_post is None:
+    patch: bytes | None = None
+    if len(steps) < fileops.PARALLEL_FROM:
+        planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
+        done, raced, read = _write_all(g, steps, seen, content)
+    else:
         # The writes wait on the file system in their threads; this thread builds the post
-        # tree meanwhile (CPU: about 300 tree writes at 100k files). Nothing reads it before
-        # the writes are done.
+        # tree and renders the patch of what they will write meanwhile (CPU: about 300 tree
+        # writes and 100 diffs at 100 files). Neither is read before the writes are done.
         with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
             writing = pool.submit(_write_all, g, steps, seen, content)
-            planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
+            planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree,
+                                                              targets)
+            patch = writepatch.render(g, changes, known)
             done, raced, read = writing.result()
-    else:
-        done, raced, read = _write_all(g, steps, seen, content)
 
     written = {s.path: s.target for s in done}
     # Every step written (the usual case): the trees and the patch made above are exact.
     post_tree = planned_post if len(done) == len(steps) else None
     post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base, post_tree)
-    patch_ref = refs[-1] if steps else ""
-    if done and post_tree != planned_post:
+    if post_tree != planned_post:
         # Something changed under a write and was left: the patch of what was written.
         # The bytes the last checks read are what those paths held.
         known.update(read)
-        patch_ref = g.store.append_artifacts(session_id, [(
-            f"patch_{call_id}_written.diff",
-            writepatch.patch(g, safety_tree, post_tree, list(written), known))])[0]
-    post = checkpoints.write(
-        g.store, g.snap, index, session_id=session_id, kind="post",
-        tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
-        step_id=id_prefix, call_id=call_id, dirty=post_dirty)
+        patch = (writepatch.render(g, writepatch.changes(g, safety_tree, post_tree,
+                                                         list(written)), known)
+                 if done else None)
+    elif patch is None and steps:
+        patch = writepatch.render(g, changes, known)
+    # The patch is named only by the finished entry's file patches: its append (fsynced)
+    # runs in a thread beside the post checkpoint's, both before that entry.
+    with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
+        patched = (pool.submit(g.store.append_artifacts, session_id,
+                               [(f"patch_{call_id}.diff", patch)])
+                   if patch is not None else None)
+        post = checkpoints.write(
+            g.store, g.snap, index, session_id=session_id, kind="post",
+            tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
+            step_id=id_prefix, call_id=call_id, dirty=post_dirty)
+        patch_ref = patched.result()[0] if patched is not None else ""
     stamp = clock.stamp()
     # Built from typed values without validating them again (a test reads them back).
     patches = tuple(FilePatchEntry.model_construct(
