@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -145,44 +145,75 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
     patch: bytes | None = None
-    if len(steps) < fileops.PARALLEL_FROM:
-        planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
-        done, raced, read = _write_all(g, steps, seen, content)
-    else:
-        # The writes wait on the file system in their threads; this thread builds the post
-        # tree and renders the patch of what they will write meanwhile (CPU: about 300 tree
-        # writes and 100 diffs at 100 files). Neither is read before the writes are done.
-        with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
-            writing = pool.submit(_write_all, g, steps, seen, content)
-            planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree,
-                                                              targets)
-            patch = writepatch.render(g, changes, known)
-            done, raced, read = writing.result()
+    post: Checkpoint | None = None
+    appending: Future[list[str]] | None = None
+    journal = ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal")
+    try:
+        if len(steps) < fileops.PARALLEL_FROM:
+            planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
+            done, raced, read = _write_all(g, steps, seen, content)
+        else:
+            # The writes wait on the file system in their threads. This thread meanwhile
+            # builds the post tree, renders the patch of what they will write (CPU: about
+            # 300 tree writes and 100 diffs at 100 files) and writes the post checkpoint of
+            # that tree (commit, file, fsyncs); its index row, which names it, waits for
+            # the writes. Should one be left, that file stays unnamed (as a kill at
+            # checkpoint.before_index leaves it) and the post checkpoint is written again
+            # below, of what was written, under the same id.
+            with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
+                writing = pool.submit(_write_all, g, steps, seen, content)
+                planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree,
+                                                                  targets)
+                patch = planned_patch = writepatch.render(g, changes, known)
+                planned_dirty = _post_tree(g, safety, safety_tree, targets, base,
+                                           planned_post)[1]
 
-    written = {s.path: s.target for s in done}
-    # Every step written (the usual case): the trees and the patch made above are exact.
-    post_tree = planned_post if len(done) == len(steps) else None
-    post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base, post_tree)
-    if post_tree != planned_post:
-        # Something changed under a write and was left: the patch of what was written.
-        # The bytes the last checks read are what those paths held.
-        known.update(read)
-        patch = (writepatch.render(g, writepatch.changes(g, safety_tree, post_tree,
-                                                         list(written)), known)
-                 if done else None)
-    elif patch is None and steps:
-        patch = writepatch.render(g, changes, known)
-    # The patch is named only by the finished entry's file patches: its append (fsynced)
-    # runs in a thread beside the post checkpoint's, both before that entry.
-    with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        patched = (pool.submit(g.store.append_artifacts, session_id,
-                               [(f"patch_{call_id}.diff", patch)])
-                   if patch is not None else None)
-        post = checkpoints.write(
-            g.store, g.snap, index, session_id=session_id, kind="post",
-            tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
-            step_id=id_prefix, call_id=call_id, dirty=post_dirty)
-        patch_ref = patched.result()[0] if patched is not None else ""
+                def ready() -> None:
+                    nonlocal appending
+                    if len(writing.result()[0]) != len(steps):
+                        raise _Left
+                    # The patch's append overlaps the index row's; both precede the
+                    # finished entry, the only record naming either.
+                    appending = journal.submit(g.store.append_artifacts, session_id,
+                                               [(f"patch_{call_id}.diff", planned_patch)])
+
+                with contextlib.suppress(_Left):
+                    post = checkpoints.write(
+                        g.store, g.snap, index, session_id=session_id, kind="post",
+                        tree=TreeResult(planned_post, tuple(targets), ()),
+                        ledger_seq=state.last_seq, step_id=id_prefix, call_id=call_id,
+                        dirty=planned_dirty, ready=ready)
+                done, raced, read = writing.result()
+
+        written = {s.path: s.target for s in done}
+        if post is None:
+            # Every step written (the usual case): the trees and the patch made above
+            # are exact.
+            post_tree = planned_post if len(done) == len(steps) else None
+            post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base,
+                                               post_tree)
+            if post_tree != planned_post:
+                # Something changed under a write and was left: the patch of what was
+                # written. The bytes the last checks read are what those paths held.
+                known.update(read)
+                patch = (writepatch.render(g, writepatch.changes(g, safety_tree, post_tree,
+                                                                 list(written)), known)
+                         if done else None)
+            elif patch is None and steps:
+                patch = writepatch.render(g, changes, known)
+            # The patch is named only by the finished entry's file patches: its append
+            # (fsynced) runs in a thread beside the post checkpoint's, both before that
+            # entry.
+            if patch is not None:
+                appending = journal.submit(g.store.append_artifacts, session_id,
+                                           [(f"patch_{call_id}.diff", patch)])
+            post = checkpoints.write(
+                g.store, g.snap, index, session_id=session_id, kind="post",
+                tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
+                step_id=id_prefix, call_id=call_id, dirty=post_dirty)
+        patch_ref = appending.result()[0] if appending is not None else ""
+    finally:
+        journal.shutdown()
     stamp = clock.stamp()
     # Built from typed values without validating them again (a test reads them back).
     patches = tuple(FilePatchEntry.model_construct(
@@ -254,6 +285,10 @@ def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | N
 
 
 Raced = list[tuple[Step, FileState | None | Literal["other"]]]
+
+
+class _Left(Exception):
+    """A write was left (changed under it): the planned tree is not the post tree."""
 
 
 
