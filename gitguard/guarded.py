@@ -186,9 +186,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                 done, raced, read = writing.result()
 
         written = {s.path: s.target for s in done}
-        if post is None:
-            # Every step written (the usual case): the trees and the patch made above
-            # are exact.
+        if post is None:     # a few steps, or a write was left
             post_tree = planned_post if len(done) == len(steps) else None
             post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base,
                                                post_tree)
@@ -201,9 +199,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                          if done else None)
             elif patch is None and steps:
                 patch = writepatch.render(g, changes, known)
-            # The patch is named only by the finished entry's file patches: its append
-            # (fsynced) runs in a thread beside the post checkpoint's, both before that
-            # entry.
+            # Named only by the finished entry: appended beside the post checkpoint.
             if patch is not None:
                 appending = journal.submit(g.store.append_artifacts, session_id,
                                            [(f"patch_{call_id}.diff", patch)])
