@@ -116,21 +116,22 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
-    # The input goes to the session's artifact journal, fsynced, before the `started` entry
-    # names it; a kill before the entry leaves it unnamed, as a killed call's input is (a
-    # torn append is repaired like any journal's). It and the bytes to write are made in a
-    # thread beside the safety checkpoint (writepatch.prepare), whose fsync waits leave CPU
-    # free; the two appends' fsyncs overlap instead of queueing.
+    # The input is journaled (fsynced) before the `started` entry names it; a kill before
+    # leaves it unnamed, as a killed call's input is. It and the bytes to write are made in
+    # a thread beside the safety checkpoint (writepatch.prepare): the fsyncs overlap. With
+    # a few steps their patch is cheap and goes with the input (one fsync).
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
+    few = len(steps) < fileops.PARALLEL_FROM
     with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen)
+        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen,
+                               changes if few else None, f"patch_{call_id}.diff")
         safety = checkpoints.write(
             g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
             tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
             step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
         faults.point("rollback.after_safety")
         refs, content, known = prepared.result()
-    input_ref = refs[0]
+    input_ref, early_ref = refs[0], (refs[1] if len(refs) > 1 else None)
     planned = ToolLedgerEntry(
         call_id=call_id, step_id=id_prefix, tool_name=tool_name,
         input_hash=ledger.input_hash(tool_input), status="planned", risk_level="medium",
@@ -149,7 +150,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     appending: Future[list[str]] | None = None
     journal = ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal")
     try:
-        if len(steps) < fileops.PARALLEL_FROM:
+        if few:
             planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
             done, raced, read = _write_all(g, steps, seen, content)
         else:
@@ -197,17 +198,18 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                 patch = (writepatch.render(g, writepatch.changes(g, safety_tree, post_tree,
                                                                  list(written)), known)
                          if done else None)
-            elif patch is None and steps:
+            elif patch is None and steps and early_ref is None:
                 patch = writepatch.render(g, changes, known)
             # Named only by the finished entry: appended beside the post checkpoint.
             if patch is not None:
+                name = f"patch_{call_id}{'_written' if early_ref else ''}.diff"
                 appending = journal.submit(g.store.append_artifacts, session_id,
-                                           [(f"patch_{call_id}.diff", patch)])
+                                           [(name, patch)])
             post = checkpoints.write(
                 g.store, g.snap, index, session_id=session_id, kind="post",
                 tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
                 step_id=id_prefix, call_id=call_id, dirty=post_dirty)
-        patch_ref = appending.result()[0] if appending is not None else ""
+        patch_ref = appending.result()[0] if appending is not None else (early_ref or "")
     finally:
         journal.shutdown()
     stamp = clock.stamp()

@@ -62,21 +62,25 @@ def missing(repo: pygit2.Repository, diff: Iterable[Change], known: Mapping[str,
 
 
 def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Sequence[Step],
-            seen: Mapping[str, fileops.Seen] | None
+            seen: Mapping[str, fileops.Seen] | None, diff: list[Change] | None, name: str
             ) -> tuple[list[str], dict[str, bytes], dict[str, bytes]]:
     """The bytes to write per path, and `items` appended to the journal, fsynced once;
-    returns the refs, those bytes, and every content by id in hand (for the patch).
+    with `diff` (and steps) the patch too, in the same append. Returns the refs, those
+    bytes, and every content by id in hand (for a patch rendered later).
 
     Runs in a thread beside the safety checkpoint, on a repository handle of its own: the
     two threads share no libgit2 object (pygit2 holds the GIL in these calls anyway, so
-    the overlap is with the checkpoint's fsync waits). The patch is not rendered here: it
-    is ~10 ms of CPU at 100 files that would only compete with the checkpoint for the GIL
-    before the first write; apply renders it while the writes wait on the disk."""
+    the overlap is with the checkpoint's fsync waits). apply passes `diff` only for a few
+    steps: at 100 files the patch is ~10 ms of CPU that would compete with the checkpoint
+    for the GIL before the first write; it is rendered while the writes run instead."""
     repo = pygit2.Repository(str(g.ws.git_dir))
     content = {s.path: s.data if s.data is not None else blob(repo, s.target.oid)
                for s in steps if s.target is not None}
-    return g.store.append_artifacts(session_id, items), content, known_contents(steps, seen,
-                                                                                  content)
+    known = known_contents(steps, seen, content)
+    if diff is not None and steps:
+        known.update(missing(repo, diff, known))
+        items = [*items, (name, patchtext.render(repo, diff, known))]
+    return g.store.append_artifacts(session_id, items), content, known
 
 
 def render(g: Guard, diff: list[Change], known: dict[str, bytes]) -> bytes:
