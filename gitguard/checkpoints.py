@@ -9,7 +9,7 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,12 +287,16 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
           call_id: str | None = None, run_state: dict[str, Any] | None = None,
           message_refs: Sequence[str] | None = None,
           transcript_path: str | None = None,
-          dirty: tuple[list[str], int] | None = None) -> Checkpoint:
+          dirty: tuple[list[str], int] | None = None,
+          ready: Callable[[], None] | None = None) -> Checkpoint:
     """Commit the snapshot, write the checkpoint file, then index it. Under the store lock.
 
     Without new run state or messages a checkpoint carries over the session's last ones.
     New run state is redacted; run state is sealed on disk when encryption is on.
     `dirty`: the caller already knows `snap.dirty_against_head(tree)` (rollback derives it).
+    `ready`: called once the file is durable, before its index row names it (rollback
+    writes a planned tree's checkpoint while its writes run, and waits for them here); it
+    may raise to leave the file unnamed, as a kill at `checkpoint.before_index` does.
     """
     started = time.perf_counter()
     previous_row = index.latest(session_id)
@@ -333,6 +337,8 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     path = store.checkpoints_dir / file
     durable.write_then_name(path, data)      # its index row, next, is what names it
     faults.point("checkpoint.before_index")
+    if ready is not None:
+        ready()
     row_fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
         file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=fields["created_at"],

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -102,10 +102,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     call_id = next_call_id(state, id_prefix)
     safety_tree = treeedit.tree_with(g.snap.repo, g.snap.tree_of(latest.snapshot_commit), now)
     targets = {s.path: s.target for s in steps}
-    # The patch is made before the writes, of what they will produce, so it goes into the
-    # same durable append as the input: one fsync, not two files with a file and a
-    # directory fsync each. Its changes: at simple paths the targets themselves, and the
-    # post tree is built later, while the writes wait on the disk; else from that tree now.
+    # The patch is of what the writes will produce, rendered while they wait on the disk.
+    # Its changes: at simple paths the targets themselves, and the post tree is built
+    # later, beside the writes too; else from that tree now.
     changes = dirty_delta.planned_changes(g.snap.repo, safety_tree, targets)
     planned_post: str | None = None
     if changes is None:
@@ -117,24 +116,22 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     # The targets make an entry a crash left open still precise: a path holding its target
     # was written by it, anything else there is someone else's.
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
-    # Input and patch in one append to the session's artifact journal, fsynced once (as
-    # `call begin` and `call end` store theirs), before the `started` entry names the input.
-    # A kill before the entry leaves them unnamed, as a killed call's input is (a torn
-    # append is repaired like any journal's). The bytes to write, the patch and the
-    # append are made in a thread beside the safety checkpoint (writepatch.prepare): reading
-    # and rendering are CPU the checkpoint's fsync waits leave free, and the two appends'
-    # fsyncs overlap instead of queueing.
+    # The input is journaled (fsynced) before the `started` entry names it; a kill before
+    # leaves it unnamed, as a killed call's input is. It and the bytes to write are made in
+    # a thread beside the safety checkpoint (writepatch.prepare): the fsyncs overlap. With
+    # a few steps their patch is cheap and goes with the input (one fsync).
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
+    few = len(steps) < fileops.PARALLEL_FROM
     with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen, changes,
-                               f"patch_{call_id}.diff")
+        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen,
+                               changes if few else None, f"patch_{call_id}.diff")
         safety = checkpoints.write(
             g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
             tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
             step_id=id_prefix, call_id=call_id, dirty=_dirty_from(g, latest, safety_tree, now))
         faults.point("rollback.after_safety")
         refs, content, known = prepared.result()
-    input_ref = refs[0]
+    input_ref, early_ref = refs[0], (refs[1] if len(refs) > 1 else None)
     planned = ToolLedgerEntry(
         call_id=call_id, step_id=id_prefix, tool_name=tool_name,
         input_hash=ledger.input_hash(tool_input), status="planned", risk_level="medium",
@@ -148,35 +145,73 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                                          "pre_checkpoint_id": safety.checkpoint_id})
     ledger.append_entries(g.store, state, [planned, started])   # one fsync, before any write
 
-    if planned_post is None and len(steps) < fileops.PARALLEL_FROM:
-        planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
-    if planned_post is None:
-        # The writes wait on the file system in their threads; this thread builds the post
-        # tree meanwhile (CPU: about 300 tree writes at 100k files). Nothing reads it before
-        # the writes are done.
-        with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
-            writing = pool.submit(_write_all, g, steps, seen, content)
-            planned_post = treeedit.tree_with(g.snap.repo, safety_tree, targets)
-            done, raced, read = writing.result()
-    else:
-        done, raced, read = _write_all(g, steps, seen, content)
+    patch: bytes | None = None
+    post: Checkpoint | None = None
+    appending: Future[list[str]] | None = None
+    journal = ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal")
+    try:
+        if few:
+            planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
+            done, raced, read = _write_all(g, steps, seen, content)
+        else:
+            # The writes wait on the file system in their threads. This thread meanwhile
+            # builds the post tree, renders the patch of what they will write (CPU: about
+            # 300 tree writes and 100 diffs at 100 files) and writes the post checkpoint of
+            # that tree (commit, file, fsyncs); its index row, which names it, waits for
+            # the writes. Should one be left, that file stays unnamed (as a kill at
+            # checkpoint.before_index leaves it) and the post checkpoint is written again
+            # below, of what was written, under the same id.
+            with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
+                writing = pool.submit(_write_all, g, steps, seen, content)
+                planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree,
+                                                                  targets)
+                patch = planned_patch = writepatch.render(g, changes, known)
+                planned_dirty = _post_tree(g, safety, safety_tree, targets, base,
+                                           planned_post)[1]
 
-    written = {s.path: s.target for s in done}
-    # Every step written (the usual case): the trees and the patch made above are exact.
-    post_tree = planned_post if len(done) == len(steps) else None
-    post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base, post_tree)
-    patch_ref = refs[-1] if steps else ""
-    if done and post_tree != planned_post:
-        # Something changed under a write and was left: the patch of what was written.
-        # The bytes the last checks read are what those paths held.
-        known.update(read)
-        patch_ref = g.store.append_artifacts(session_id, [(
-            f"patch_{call_id}_written.diff",
-            writepatch.patch(g, safety_tree, post_tree, list(written), known))])[0]
-    post = checkpoints.write(
-        g.store, g.snap, index, session_id=session_id, kind="post",
-        tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
-        step_id=id_prefix, call_id=call_id, dirty=post_dirty)
+                def ready() -> None:
+                    nonlocal appending
+                    if len(writing.result()[0]) != len(steps):
+                        raise _Left
+                    # The patch's append overlaps the index row's; both precede the
+                    # finished entry, the only record naming either.
+                    appending = journal.submit(g.store.append_artifacts, session_id,
+                                               [(f"patch_{call_id}.diff", planned_patch)])
+
+                with contextlib.suppress(_Left):
+                    post = checkpoints.write(
+                        g.store, g.snap, index, session_id=session_id, kind="post",
+                        tree=TreeResult(planned_post, tuple(targets), ()),
+                        ledger_seq=state.last_seq, step_id=id_prefix, call_id=call_id,
+                        dirty=planned_dirty, ready=ready)
+                done, raced, read = writing.result()
+
+        written = {s.path: s.target for s in done}
+        if post is None:     # a few steps, or a write was left
+            post_tree = planned_post if len(done) == len(steps) else None
+            post_tree, post_dirty = _post_tree(g, safety, safety_tree, written, base,
+                                               post_tree)
+            if post_tree != planned_post:
+                # Something changed under a write and was left: the patch of what was
+                # written. The bytes the last checks read are what those paths held.
+                known.update(read)
+                patch = (writepatch.render(g, writepatch.changes(g, safety_tree, post_tree,
+                                                                 list(written)), known)
+                         if done else None)
+            elif patch is None and steps and early_ref is None:
+                patch = writepatch.render(g, changes, known)
+            # Named only by the finished entry: appended beside the post checkpoint.
+            if patch is not None:
+                name = f"patch_{call_id}{'_written' if early_ref else ''}.diff"
+                appending = journal.submit(g.store.append_artifacts, session_id,
+                                           [(name, patch)])
+            post = checkpoints.write(
+                g.store, g.snap, index, session_id=session_id, kind="post",
+                tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
+                step_id=id_prefix, call_id=call_id, dirty=post_dirty)
+        patch_ref = appending.result()[0] if appending is not None else (early_ref or "")
+    finally:
+        journal.shutdown()
     stamp = clock.stamp()
     # Built from typed values without validating them again (a test reads them back).
     patches = tuple(FilePatchEntry.model_construct(
@@ -248,6 +283,10 @@ def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | N
 
 
 Raced = list[tuple[Step, FileState | None | Literal["other"]]]
+
+
+class _Left(Exception):
+    """A write was left (changed under it): the planned tree is not the post tree."""
 
 
 

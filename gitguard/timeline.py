@@ -155,6 +155,11 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
         ended = end is not None and (end == NOW or rows[end].kind != "resume")
         if end is None:
             end = start + 1 if start + 1 < len(rows) else NOW
+        if end <= target:
+            # It ended at or before the target: it covers no stretch from the target on
+            # (covering, across_pruned) and is no agent window (agent_windows). Leaving it
+            # out keeps each path's lookups O(calls since the target), not O(history).
+            continue
         patch_ref = entry.file_patches[0].patch_ref if entry.file_patches else None
         timeline.windows.append(Window(
             entry.call_id, start, end, ended, frozenset(entry.declared_writes), patch_ref,

@@ -1,8 +1,8 @@
-"""The bytes and the patch of gitguard's own writes (guarded.apply), made before the writes.
+"""The bytes and the patch of gitguard's own writes (guarded.apply).
 
-The patch of a rollback goes into the same durable journal append as its input, before
-the `started` entry: one fsync. `prepare` reads the bytes to write, renders the patch
-and appends both in a thread beside the safety checkpoint.
+`prepare` reads the bytes to write and appends the input to the journal in a thread
+beside the safety checkpoint; the patch is rendered while the writes wait on the disk
+(the main thread is idle then) and appended beside the post checkpoint.
 """
 
 from __future__ import annotations
@@ -62,20 +62,28 @@ def missing(repo: pygit2.Repository, diff: Iterable[Change], known: Mapping[str,
 
 
 def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Sequence[Step],
-            seen: Mapping[str, fileops.Seen] | None, diff: list[Change], name: str
+            seen: Mapping[str, fileops.Seen] | None, diff: list[Change] | None, name: str
             ) -> tuple[list[str], dict[str, bytes], dict[str, bytes]]:
-    """The bytes to write per path, the patch (when there are steps) appended with `items`
-    to the journal, fsynced once; returns the refs, those bytes, and every content by id
-    in hand (for a patch of what was written, should a write be left).
+    """The bytes to write per path, and `items` appended to the journal, fsynced once;
+    with `diff` (and steps) the patch too, in the same append. Returns the refs, those
+    bytes, and every content by id in hand (for a patch rendered later).
 
     Runs in a thread beside the safety checkpoint, on a repository handle of its own: the
     two threads share no libgit2 object (pygit2 holds the GIL in these calls anyway, so
-    the overlap is with the checkpoint's fsync waits)."""
+    the overlap is with the checkpoint's fsync waits). apply passes `diff` only for a few
+    steps: at 100 files the patch is ~10 ms of CPU that would compete with the checkpoint
+    for the GIL before the first write; it is rendered while the writes run instead."""
     repo = pygit2.Repository(str(g.ws.git_dir))
     content = {s.path: s.data if s.data is not None else blob(repo, s.target.oid)
                for s in steps if s.target is not None}
     known = known_contents(steps, seen, content)
-    if steps:
+    if diff is not None and steps:
         known.update(missing(repo, diff, known))
         items = [*items, (name, patchtext.render(repo, diff, known))]
     return g.store.append_artifacts(session_id, items), content, known
+
+
+def render(g: Guard, diff: list[Change], known: dict[str, bytes]) -> bytes:
+    """The patch of `diff`, reading from the object store only what is not in `known`."""
+    known.update(missing(g.snap.repo, diff, known))
+    return patchtext.render(g.snap.repo, diff, known)

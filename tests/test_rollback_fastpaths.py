@@ -21,7 +21,7 @@ from conftest import git
 from gitguard import checkpoints, dirty_delta, durable, timeline, treediff, treeedit
 from gitguard.api import Guard
 from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
-from gitguard.models import Attribution
+from gitguard.models import Attribution, ToolLedgerEntry
 from gitguard.rollback import rollback_files
 
 NAMES = ["a", "b", "a/b", "a/c", "a/b/x", "b/a", "c/d/e", "caf\udce9"]
@@ -262,5 +262,60 @@ def test_rollback_checkpoints_reuse_dirty_summaries_equal_to_git_diff_tree(repo:
             ends_on_target = (guard.snap.tree_of(post.snapshot_commit)
                               == guard.snap.tree_of(target.snapshot_commit))
             assert ends_on_target is not user_edit
+    finally:
+        guard.close()
+
+
+def test_timeline_without_the_calls_that_ended_before_the_target_reads_the_same(
+        repo: Path) -> None:
+    """timeline.build leaves out the calls that ended at or before the target checkpoint:
+    every path's history and the agent windows equal those read with every call kept."""
+    from gitguard import fileops, guarded, ledger
+
+    guard = Guard.init(repo)
+    try:
+        guard.checkpoint(kind="manual", step_id="s0")
+        paths = ["src/app.py", "README.md", "notes.txt", "new/deep.txt", "user.txt"]
+        with guard.tool_call("write", {"n": 1}):
+            (repo / "src" / "app.py").write_text("one\n")
+        guard.checkpoint(kind="manual", step_id="s1")
+        with guard.tool_call("write", {"n": 2}):
+            (repo / "src" / "app.py").write_text("two\n")
+            (repo / "notes.txt").write_text("agent\n")
+        (repo / "user.txt").write_text("the user's\n")
+        middle = guard.checkpoint(kind="manual", step_id="s2").checkpoint_id
+        with guard.tool_call("write", {"n": 3}):
+            (repo / "new").mkdir()
+            (repo / "new" / "deep.txt").write_text("deep\n")
+            (repo / "README.md").unlink()
+        rollback_files(guard, middle)
+        with guard.tool_call("write", {"n": 4}):
+            (repo / "notes.txt").write_text("agent again\n")
+        guard.begin_call("write", {"n": 5})          # left open: its window reaches now
+        (repo / "src" / "app.py").write_text("open\n")
+        rows = checkpoints.read_index(guard.store).rows
+        entries = ledger.read(guard.store).in_order()
+
+        def planned(entry: ToolLedgerEntry) -> dict[str, FileState | None] | None:
+            return guarded.planned_targets(guard, entry)
+
+        def lookup(tree: str, path: str) -> FileState | None:
+            return treeedit.lookup(guard.snap.repo, treeedit.parse_tree(guard.snap.repo, tree),
+                                   path)
+
+        everything = timeline.build(rows, guard.snap.tree_of, rows[0].checkpoint_id, entries,
+                                    planned)
+        now = {p: fileops.observe(guard.snap.repo, repo, p, False).state for p in paths}
+        for row in rows:
+            line = timeline.build(rows, guard.snap.tree_of, row.checkpoint_id, entries,
+                                  planned)
+            slow = timeline.Timeline(line.target, line.points, list(everything.windows))
+            assert len(line.windows) <= len(slow.windows)
+            assert line.agent_windows() == slow.agent_windows()
+            for path in paths:
+                assert (timeline.history(line, path, lookup, now[path])
+                        == timeline.history(slow, path, lookup, now[path]))
+        last = timeline.build(rows, guard.snap.tree_of, rows[-1].checkpoint_id, entries, planned)
+        assert len(last.windows) < len(everything.windows)
     finally:
         guard.close()

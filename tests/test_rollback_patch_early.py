@@ -1,10 +1,11 @@
-"""A rollback's patch is made before its writes, from the trees they will produce.
+"""A rollback's patch is made from the trees its writes will produce, before they end.
 
-It goes into the artifact journal with the entry's input (one fsync) instead of a
-file of its own after the writes. The slow way is the old one: the diff of the
-pre_rollback and post checkpoints' trees, rendered after the writes with every blob
-read back from the object store. Both must give the same bytes, whether every write
-happened or one path changed under the rollback and was left.
+It is rendered while the writes run and appended to the artifact journal beside the
+post checkpoint's index row, not read back after them. The slow way is the old one:
+the diff of the pre_rollback and post checkpoints' trees, rendered after the writes with
+every blob read back from the object store. Both must give the same bytes, whether every
+write happened or one path changed under the rollback and was left. With enough writes
+the post checkpoint itself is written beside them; it must hold the tree written.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard import checkpoints, ledger, patchtext, treediff
+from gitguard import checkpoints, fileops, ledger, patchtext, treediff, treeedit, verify
 from gitguard.api import Guard
 from gitguard.fileops import REGULAR, FileState
 from gitguard.guarded import Step, apply
@@ -83,5 +84,69 @@ def test_a_path_left_by_a_race_is_not_in_the_patch(repo: Path) -> None:
         stored = guard.store.read_artifact(done.entry.file_patches[0].patch_ref)
         assert stored == _slow_patch(guard, done.entry)
         assert b"README.md" in stored and b"src/app.py" not in stored
+    finally:
+        guard.close()
+
+
+def _post_checks(guard: Guard, entry: ToolLedgerEntry, tree: str | None = None) -> None:
+    """The post checkpoint (written beside the writes when there are enough of them) holds
+    `tree` (default: what a full scan of the working tree finds), with git's dirty summary;
+    it loads (its sha256 is the index row's) and verify finds nothing wrong."""
+    rows = checkpoints.read_index(guard.store)
+    post_row = rows.find(entry.post_checkpoint_id or "")
+    checkpoints.forget()
+    post = checkpoints.load(guard.store, post_row)
+    tree = tree or guard.snap.write_tree().tree
+    assert guard.snap.tree_of(post.snapshot_commit) == tree
+    assert (list(post.dirty), post.dirty_count) == guard.snap.dirty_against_head(tree)
+    assert [r.checkpoint_id for r in rows.rows].count(post.checkpoint_id) == 1
+    assert verify.problems(guard.store, guard.snap) == []
+
+
+def test_post_checkpoint_beside_the_writes_is_the_scanned_tree(repo: Path) -> None:
+    guard = Guard.init(repo)
+    try:
+        target = guard.checkpoint(kind="manual", step_id="s0").checkpoint_id
+        with guard.tool_call("write", {}):
+            for n in range(12):
+                (repo / "src" / f"f{n}.txt").write_text(f"agent {n}\n")
+            (repo / "README.md").write_text("agent\n")
+        result = rollback_files(guard, target)
+        assert result.applied is not None and len(result.applied.done) == 13
+        entry = result.applied.entry
+        _post_checks(guard, entry)
+        assert guard.store.read_artifact(entry.file_patches[0].patch_ref) == \
+            _slow_patch(guard, entry)
+    finally:
+        guard.close()
+
+
+def test_a_race_among_many_writes_rewrites_the_post_checkpoint(repo: Path) -> None:
+    """With enough steps the post checkpoint of the planned tree is written while the
+    writes run; one left by a race means it is written again, of what was written."""
+    guard = Guard.init(repo)
+    try:
+        guard.checkpoint(kind="manual", step_id="s0")
+        (repo / "src" / "app.py").write_bytes(b"the user got here first\n")
+        planned = FileState(str(pygit2.hash(b"def main():\n    return 1\n")), REGULAR)
+        target = FileState(str(guard.snap.repo.create_blob(b"agent\n")), REGULAR)
+        others = [f"src/n{n}.txt" for n in range(fileops.PARALLEL_FROM + 1)]
+        steps = [Step("src/app.py", planned, target)] + [Step(p, None, target) for p in others]
+        with guard.store.writing():
+            done = apply(guard, ledger.read(guard.store), session_id="s",
+                         tool_name="gitguard.test", id_prefix="test", summary="", tool_input={},
+                         steps=steps, now={"src/app.py": planned, **{p: None for p in others}})
+        assert sorted(s.path for s in done.done) == others
+        assert [s.path for s, _ in done.raced] == ["src/app.py"]
+        assert (repo / "src" / "app.py").read_bytes() == b"the user got here first\n"
+        # The safety tree holds what the caller said src/app.py held (`now`); the post
+        # tree is it with the writes made, built the slow way here.
+        pre = checkpoints.read_index(guard.store).find(done.entry.pre_checkpoint_id or "")
+        _post_checks(guard, done.entry, treeedit.tree_with(
+            guard.snap.repo, guard.snap.tree_of(pre.snapshot_commit),
+            {p: target for p in others}))
+        stored = guard.store.read_artifact(done.entry.file_patches[0].patch_ref)
+        assert stored == _slow_patch(guard, done.entry)
+        assert b"src/n0.txt" in stored and b"src/app.py" not in stored
     finally:
         guard.close()
