@@ -1,5 +1,5 @@
-"""pygit2 imported without the CA bundle and the `ssl` module it never uses, in a fresh
-no-daemon process."""
+"""pygit2 imported without the CA bundle and the `ssl` module it never uses, and sha256
+without OpenSSL, in a fresh no-daemon process."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import sys
 import types
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Where OpenSSL builds keep their hashed CA directory (Debian/Ubuntu, Fedora/RHEL,
 # Alpine, SUSE, Homebrew, BSD): the stand-in below hands libgit2 the first one that
@@ -45,22 +45,9 @@ def _ssl_stand_in(capath: str) -> types.ModuleType:
     `_ssl` (libssl, libcrypto) and `socket`: ~30 ms of CPU per process here, spent only to
     name a CA directory that libgit2 would use for an https remote, which gitguard never
     opens. Asked for anything else, it steps aside for the real module."""
-    module = types.ModuleType("ssl", "gitguard: pygit2's import only (leanimport)")
     paths = DefaultVerifyPaths(None, capath, "SSL_CERT_FILE", "", "SSL_CERT_DIR", capath)
-    module.DefaultVerifyPaths = DefaultVerifyPaths  # type: ignore[attr-defined]
-    module.get_default_verify_paths = lambda: paths  # type: ignore[attr-defined]
-
-    def _real(attribute: str) -> object:
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)     # the import system's own questions
-        if sys.modules.get("ssl") is module:
-            del sys.modules["ssl"]
-        import importlib
-
-        return getattr(importlib.import_module("ssl"), attribute)
-
-    module.__getattr__ = _real  # type: ignore[method-assign]
-    return module
+    return stand_in("ssl", "pygit2's import only", DefaultVerifyPaths=DefaultVerifyPaths,
+                    get_default_verify_paths=lambda: paths)
 
 
 class _Pygit2WithoutCaBundle:
@@ -108,13 +95,13 @@ def _without_ca_bundle(real: Callable[[types.ModuleType], None], module: types.M
                        capath: str) -> None:
     saved = os.environ.get("SSL_CERT_FILE")
     os.environ["SSL_CERT_FILE"] = ""
-    stand_in = None
+    fake = None
     if "ssl" not in sys.modules:
-        stand_in = sys.modules["ssl"] = _ssl_stand_in(capath)
+        fake = sys.modules["ssl"] = _ssl_stand_in(capath)
     try:
         real(module)
     finally:
-        if stand_in is not None and sys.modules.get("ssl") is stand_in:
+        if fake is not None and sys.modules.get("ssl") is fake:
             del sys.modules["ssl"]
         if saved is None:
             del os.environ["SSL_CERT_FILE"]
@@ -125,3 +112,90 @@ def _without_ca_bundle(real: Callable[[types.ModuleType], None], module: types.M
 def lean_pygit2() -> None:
     if "pygit2" not in sys.modules:
         sys.meta_path.insert(0, _Pygit2WithoutCaBundle())
+
+
+def stand_in(name: str, doc: str, **attributes: object) -> types.ModuleType:
+    """A module `name` holding `attributes`; asked for anything else, it imports the real
+    module, takes itself out of `sys.modules` (so the real one answers from then on) and
+    hands over the real attribute."""
+    module = types.ModuleType(name, f"gitguard: {doc} (leanimport)")
+    for key, value in attributes.items():
+        setattr(module, key, value)
+
+    def _real(attribute: str) -> object:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)     # the import system's own questions
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+        import importlib
+
+        return getattr(importlib.import_module(name), attribute)
+
+    module.__getattr__ = _real  # type: ignore[method-assign]
+    return module
+
+
+def lean_hashlib() -> None:
+    """`hashlib` as a stand-in that hands out the interpreter's built-in sha1 and sha256
+    (`_sha1`, `_sha256`: the same digests) until anything else is asked of it, and
+    `secrets` as one that imports the real module when first used.
+
+    The real hashlib loads `_hashlib`, OpenSSL's libcrypto and its configuration, for
+    every process that checksums a ledger line or a checkpoint; so does `secrets` (through
+    hmac, with random), which pydantic.types imports for its Secret types' comparisons:
+    ~15-20 ms of CPU per process here, more with a cold page cache. gitguard's call path
+    asks only for sha1 and sha256. Any other attribute (`new`, `md5`, `file_digest`,
+    `compare_digest`...) imports the real module (`stand_in`), and so does an input of
+    LARGE bytes or more. Without the built-in modules (an interpreter built without them)
+    hashlib is left as it is."""
+    if "secrets" not in sys.modules:
+        sys.modules["secrets"] = stand_in("secrets", "imported when first used")
+    if "hashlib" in sys.modules:
+        return
+    import importlib
+
+    try:
+        sha1 = importlib.import_module("_sha1")
+        sha256 = importlib.import_module("_sha256")
+    except ImportError:
+        return
+    small_sha1, small_sha256 = sha1.sha1, sha256.sha256
+
+    # The built-in code is ~10x slower than OpenSSL's on large inputs (1 MB: 15.9 vs 1.6 ms
+    # here): past LARGE bytes the real module is worth its load.
+    def sha1_(data: bytes = b"", **options: bool) -> Any:
+        return (small_sha1 if len(data) < LARGE else _real_hashlib().sha1)(data, **options)
+
+    def sha256_(data: bytes = b"", **options: bool) -> Any:
+        return (small_sha256 if len(data) < LARGE else _real_hashlib().sha256)(data, **options)
+
+    sys.modules["hashlib"] = stand_in("hashlib", "sha1 and sha256 built in", sha1=sha1_,
+                                      sha256=sha256_)
+
+
+LARGE = 1 << 16
+
+
+def _real_hashlib() -> types.ModuleType:
+    module = sys.modules.get("hashlib")
+    if module is not None and not (module.__doc__ or "").startswith("gitguard"):
+        return module
+    sys.modules.pop("hashlib", None)
+    import importlib
+
+    return importlib.import_module("hashlib")
+
+
+def drop_stand_ins() -> None:
+    """Before a command that is not a call or hook (the click fallback: the daemon, gc,
+    rollback, verify... hash large files and live long): the real modules from here on."""
+    for name in ("hashlib", "secrets"):
+        module = sys.modules.get(name)
+        if module is not None and (module.__doc__ or "").startswith("gitguard"):
+            del sys.modules[name]
+
+
+def lean_imports() -> None:
+    """Both, for a process about to run a command here (gitguard.entry, gitguard.hookmain)."""
+    lean_hashlib()
+    lean_pygit2()
