@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import json
 import os
+import resource
 import statistics
 import sys
 from pathlib import Path
@@ -100,18 +101,31 @@ def cli_per_call(ctx: CaseContext) -> Measurement:
     _cli(ctx, "init", "--no-hooks", "--no-daemon")
     _cli(ctx, "checkpoint", "--kind", "manual", "--step", "s0", "--json")
     editor = Editor(ctx.repo)
+    cpu: dict[str, list[float]] = {"begin": [], "end": []}
+
+    def counted(verb: str, *args: str) -> bytes:
+        # user + system CPU of the process and its git children: less load-sensitive
+        # than the wall time the row reports
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = _cli(ctx, "call", verb, *args)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[verb].append((after.ru_utime - before.ru_utime
+                          + after.ru_stime - before.ru_stime) * 1000)
+        return out
 
     def step(_: int) -> None:
         rel = editor.pick()
-        begun = _cli(ctx, "call", "begin", "--tool", "write_file",
-                     "--input", json.dumps({"path": rel}), "--writes", rel, "--json")
+        begun = counted("begin", "--tool", "write_file",
+                        "--input", json.dumps({"path": rel}), "--writes", rel, "--json")
         editor.touch(rel)
-        _cli(ctx, "call", "end", json.loads(begun)["callId"], "--status", "succeeded",
-             "--result", "ok")
+        counted("end", json.loads(begun)["callId"], "--status", "succeeded", "--result", "ok")
 
     try:
-        return per_call(ctx, step, grows=ctx.repo / ".git",
-                        note="2 processes: `call begin --json`, edit, `call end`")
+        measured = per_call(ctx, step, grows=ctx.repo / ".git")
+        note = (f"CPU begin {statistics.median(cpu['begin'][1:]):.0f} / end"
+                f" {statistics.median(cpu['end'][1:]):.0f} ms (medians, user+sys, git"
+                " included); 2 processes: `call begin --json`, edit, `call end`")
+        return dataclasses.replace(measured, note=note)
     finally:
         _stop_daemon(ctx)
 

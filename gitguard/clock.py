@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from datetime import UTC, datetime
 
 
@@ -25,4 +24,6 @@ def day(moment: datetime | None = None) -> str:
 
 def session_id() -> str:
     moment = now().astimezone(UTC)
-    return f"sess_{moment.strftime('%Y%m%d_%H%M%S')}_{secrets.token_hex(2)}"
+    # os.urandom is what secrets.token_hex reads; importing secrets (hmac, random) loads
+    # OpenSSL's libcrypto in every fresh process that imports this module.
+    return f"sess_{moment.strftime('%Y%m%d_%H%M%S')}_{os.urandom(2).hex()}"

@@ -273,15 +273,18 @@ def main() -> None:
         code = try_daemon(argv)
     if code is not None:
         sys.exit(code)
-    from gitguard.leanimport import lean_pygit2
+    from gitguard.leanimport import lean_imports
 
-    lean_pygit2()
+    lean_imports()
     early_scan(argv)
     code = hook_here(argv)
     if code is None:
         code = call_here(argv)
     if code is not None:
         sys.exit(code)
+    from gitguard.leanimport import drop_stand_ins
+
+    drop_stand_ins()     # before cli imports anything that hashes
     from gitguard.cli import main as cli_main
 
     cli_main(argv)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -303,10 +304,17 @@ _TABLE: tuple[tuple[str, str, _Check | None], ...] = (
     *((kind, _generic(words), _plausible_assignment) for kind, words in _GENERIC_WORDS.items()),
 )
 
-_RULES: tuple[_Rule, ...] = tuple(
-    _Rule(kind, re.compile(pattern, re.ASCII), check, ("secret", "quoted", "bare"))
-    for kind, pattern, check in _TABLE
-)
+# The shortest text any built-in rule can match (`re`'s own minimum width of each pattern:
+# tests/test_redact.py checks this is not above any of them). A shorter text holds no
+# secret the table finds, so it needs none of the 34 patterns compiled: compiling them
+# is ~50 M instructions, a twentieth of a fresh `call end` whose result is "ok".
+MIN_MATCH = 6
+
+
+@functools.cache
+def _builtin_rules() -> tuple[_Rule, ...]:
+    return tuple(_Rule(kind, re.compile(pattern, re.ASCII), check, ("secret", "quoted", "bare"))
+                 for kind, pattern, check in _TABLE)
 
 
 def _compile_extra(pattern: str) -> _Rule:
@@ -329,13 +337,19 @@ class Redactor:
             # A lone string is a Sequence[str] too; compiling it letter by
             # letter would redact every character it contains.
             raise TypeError("extra_patterns must be a sequence of patterns, not one string")
-        self._rules = _RULES + tuple(_compile_extra(p) for p in extra_patterns)
+        self._extra = tuple(_compile_extra(p) for p in extra_patterns)
+
+    @property
+    def _rules(self) -> tuple[_Rule, ...]:
+        return _builtin_rules() + self._extra
 
     def redact(self, text: str) -> RedactionResult:
         # One hit can hide the next: in "-----END ... KEY-----ghp_..." the token
         # touches the block, so its lookbehind refuses it until the block is a
         # placeholder. Passes repeat until nothing is found; the built-in rules
         # settle in two, the cap only bounds what extra patterns could chain.
+        if len(text) < MIN_MATCH and not self._extra:
+            return RedactionResult(text, 0, ())     # what the passes find: nothing
         count = 0
         kinds: set[str] = set()
         for _ in range(_MAX_PASSES):

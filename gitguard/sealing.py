@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import os
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +74,9 @@ class Key:
 
     def seal(self, data: bytes, label: str, deterministic: bool = False) -> bytes:
         if deterministic:
+            import hashlib  # here: hmac and secrets load OpenSSL's libcrypto (_hashlib)
+            import hmac
+
             nonce = hmac.new(self._nonce_key, label.encode() + b"\0" + data,
                              hashlib.sha256).digest()[:NONCE_LEN]
         else:
@@ -116,6 +116,8 @@ def envelope_key_id(data: bytes) -> str | None:
 
 
 def new_key_text() -> str:
+    import secrets  # here, as hmac above: an unencrypted store's process never needs it
+
     return base64.b64encode(secrets.token_bytes(32)).decode()
 
 

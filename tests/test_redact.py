@@ -305,3 +305,31 @@ def test_mixed_documents_leak_nothing_and_stay_idempotent(parts: list[str]) -> N
     for secret in secrets:
         assert secret not in once.text
     assert DEFAULT.redact(once.text).text == once.text
+
+
+def test_no_built_in_rule_matches_a_text_shorter_than_min_match() -> None:
+    """`Redactor.redact` skips a text shorter than MIN_MATCH (no pattern compiled): safe
+    only while every pattern's shortest match is at least that long."""
+    import importlib
+
+    from gitguard import redact
+
+    sre_parse = importlib.import_module("re._parser")   # re's own width computation
+
+    widths = {kind: sre_parse.parse(pattern, re.ASCII).getwidth()[0]
+              for kind, pattern, _ in redact._TABLE}
+    assert min(widths.values()) >= redact.MIN_MATCH, widths
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=string.printable, max_size=5))
+def test_a_short_text_is_redacted_as_the_full_passes_redact_it(text: str) -> None:
+    from gitguard import redact
+
+    assert len(text) < redact.MIN_MATCH
+    assert DEFAULT._pass(text) == (text, [])    # every rule, compiled: the slow way
+    assert DEFAULT.redact(text) == RedactionResult(text, 0, ())
+
+
+def test_a_short_text_still_meets_the_extra_patterns() -> None:
+    assert Redactor(["ab"]).redact("ab") == RedactionResult("[REDACTED:custom]", 1, ("custom",))
