@@ -146,7 +146,7 @@ def _work(jobs: queue.SimpleQueue[_Job]) -> None:
 
 def _sync(fd: int, path: Path, created: bool) -> None:
     try:
-        os.fsync(fd)
+        durable.fsync(fd)
     finally:
         os.close(fd)
     if created:

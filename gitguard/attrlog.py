@@ -49,7 +49,7 @@ def fsync(store: Store) -> None:
     except FileNotFoundError:
         return
     try:
-        os.fsync(fd)
+        durable.fsync(fd)
     finally:
         os.close(fd)
 
