@@ -42,15 +42,14 @@ class RequestStats:
             wall = time.perf_counter_ns() - start
             cpu, worker = time.process_time_ns() - cpu, time.thread_time_ns() - worker
             after = durable.FSYNCS.snapshot()
-            row = {"op": op, "wallMs": wall / 1e6, "cpuMs": cpu / 1e6,
-                   "workerCpuMs": worker / 1e6, "fsyncs": after[0] - fsyncs,
-                   "fsyncMs": (after[1] - wait_ns) / 1e6,
-                   "fsyncBusyMs": (after[2] - busy_ns) / 1e6}
-            self.recent.append(row)
+            figures: dict[str, float] = {
+                "wallMs": wall / 1e6, "cpuMs": cpu / 1e6, "workerCpuMs": worker / 1e6,
+                "fsyncs": after[0] - fsyncs, "fsyncMs": (after[1] - wait_ns) / 1e6,
+                "fsyncBusyMs": (after[2] - busy_ns) / 1e6}
+            self.recent.append({"op": op, **figures})
             self.totals["requests"] += 1
-            for key, value in row.items():
-                if key != "op":
-                    self.totals[key] += value
+            for key, value in figures.items():
+                self.totals[key] += value
 
     def report(self) -> dict[str, Any]:
         rounded = {k: round(v, 3) for k, v in self.totals.items()}
