@@ -111,26 +111,49 @@ def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE, sync_dir: bool 
 
 
 def write_then_name(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
-    """Write `path` in place, fsync it, then fsync its directory: for a file that only a
-    later durable record names, with its checksum (a checkpoint file and its index row).
-    Until that record exists a torn or half-written file is an unnamed one, which no reader
-    takes (recovery_scan sets such files aside), so atomic_write's temp file and rename buy
-    nothing here. Without the rename the file's own fsync already carries its directory
-    entry on a journaling file system (the directory fsync, kept for the others, then has
-    nothing left to write): one journal commit and one directory update less per file."""
+    """Write `path` in place and make it and its directory entry durable: for a file that
+    only a later durable record names, with its checksum (a checkpoint file and its index
+    row). Until that record exists a torn or half-written file is an unnamed one, which no
+    reader takes (recovery_scan sets such files aside), so atomic_write's temp file and
+    rename buy nothing here."""
+    write_unnamed(path, data, mode)()
+
+
+def write_unnamed(path: Path, data: bytes, mode: int = FILE_MODE) -> Callable[[], None]:
+    """write_then_name whose two fsyncs, the file's and its directory's, run concurrently
+    on gitguard.bgsync's workers while the caller goes on (writes the record that will
+    name it); returns `wait`, which returns once both are durable and must come before
+    that record's own fsync completes. The order of the two does not matter: until the
+    naming record exists the file is unnamed either way (an entry without its data is a
+    torn file, set aside; data without an entry is no file). Concurrent, they wait for
+    one journal commit on ext4 instead of two."""
+    from gitguard import bgsync
+
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         faults.point("durable.before_file_fsync")
-        fsync(fd)
     except BaseException:
         os.close(fd)
         path.unlink(missing_ok=True)    # unnamed anyway; do not leave it half written
         raise
-    os.close(fd)
-    fsync_dir(path.parent)
+
+    def file_sync() -> None:
+        try:
+            fsync(fd)
+        finally:
+            os.close(fd)
+    waits = [bgsync.run(file_sync), bgsync.run(lambda: fsync_dir(path.parent))]
+
+    def wait() -> None:
+        try:
+            bgsync.wait_all(waits)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+    return wait
 
 
 def canonical_json(value: Any) -> bytes:
