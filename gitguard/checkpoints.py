@@ -331,12 +331,10 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
-    # Its index row, next, is what names it. The file's fsync, its directory's and the
-    # row's run concurrently (one journal commit on ext4, not three one after the other);
-    # the ledger record naming the checkpoint is written only once all three are durable.
-    # A power cut in between may leave the row with a torn file that nothing in the ledger
-    # names: `load` calls it corrupt and resume skips it (the newest complete checkpoint).
-    # A killed process leaves the file whole (written before the row), as before.
+    # The file's, its directory's and its index row's fsyncs run concurrently (one ext4
+    # journal commit, not three); the ledger names the checkpoint only after all three.
+    # A power cut may leave the row with a torn file no ledger record names: corrupt to
+    # `load`, skipped by resume. A kill leaves the file whole (written before the row).
     synced = durable.write_unnamed(path, data)
     try:
         _index(store, index, path, data, fields, checkpoint, previous, run_state)

@@ -83,8 +83,11 @@ class DaemonGuard(Guard):
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:
-        entry = calls.end(self, call_id, status, result)
-        self._bookkeeping(self.engine.closed, entry)
+        # One store lock for the call's records and its attribution rows (the lock is
+        # reentrant): not a second flock and journal check per call end.
+        with self.store.lock.held():
+            entry = calls.end(self, call_id, status, result)
+            self._bookkeeping(self.engine.closed, entry)
         return entry
 
     def _bookkeeping(self, step: Any, *args: Any) -> None:

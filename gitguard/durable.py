@@ -121,12 +121,12 @@ def write_then_name(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
 
 def write_unnamed(path: Path, data: bytes, mode: int = FILE_MODE) -> Callable[[], None]:
     """write_then_name whose two fsyncs, the file's and its directory's, run concurrently
-    on gitguard.bgsync's workers while the caller goes on (writes the record that will
-    name it); returns `wait`, which returns once both are durable and must come before
-    that record's own fsync completes. The order of the two does not matter: until the
-    naming record exists the file is unnamed either way (an entry without its data is a
-    torn file, set aside; data without an entry is no file). Concurrent, they wait for
-    one journal commit on ext4 instead of two."""
+    on gitguard.bgsync's workers while the caller goes on; returns `wait`, which returns
+    once both are durable (and removes the file when one failed). Their order does not
+    matter: an entry without its data is a torn file, data without an entry no file.
+    Concurrent, they wait for one journal commit on ext4 instead of two. The caller says
+    what may be written before `wait` (checkpoints.write: its index row, fsynced beside
+    them; the ledger record that names the checkpoint comes after)."""
     from gitguard import bgsync
 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
