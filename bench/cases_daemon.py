@@ -6,6 +6,7 @@ gitguard is imported lazily, inside each case, as in `bench.gitguard_cases`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ GG_DAEMON_START = "gitguard daemon: start"
 
 _PROJECT = Path(__file__).resolve().parents[1]
 IDLE_SECONDS = 5.0
+PER_CALL_RUNS = 15
 
 
 def _gitguard_argv() -> list[str]:
@@ -86,7 +88,9 @@ def daemon_per_call(ctx: CaseContext) -> Measurement:
             _hook(ctx, "call", "end", json.loads(begun)["callId"], "--status", "succeeded",
                 "--result", "ok")
 
-        measured = per_call(ctx, step, grows=ctx.repo / ".git")
+        # At least PER_CALL_RUNS samples: the disk's queue moves single calls by 10+ ms.
+        runs = max(ctx.runs, PER_CALL_RUNS)
+        measured = per_call(dataclasses.replace(ctx, runs=runs), step, grows=ctx.repo / ".git")
         served = _served(ctx)
         bare = statistics.median(timed_ms([sys.executable, "-c", "pass"], cwd=ctx.repo)
                                  for _ in range(5))
@@ -95,10 +99,32 @@ def daemon_per_call(ctx: CaseContext) -> Measurement:
         note = (f"2 processes ({kind} `call begin`, edit, `call end`); a bare interpreter "
                 f"start is {bare:.1f} ms here; served by "
                 f"the daemon: {served.get('incremental', 0)} O(changed) trees, "
-                f"{served.get('full_scans', 0)} full scan")
+                f"{served.get('full_scans', 0)} full scan; {runs} samples; "
+                + _split(measured.samples_ms, served))
         return Measurement(measured.samples_ms, measured.bytes_added, note, measured.index)
     finally:
         _stop(ctx)
+
+
+def _split(samples_ms: tuple[float, ...], served: dict[str, Any]) -> str:
+    """Per call, medians: the hook's wall time, and inside the daemon (its `requests`
+    report: begin + end of each timed call) wall, CPU, fsyncs and the time an fsync was
+    in flight; what is left is the two client processes and the socket."""
+    rows = [r for r in served.get("requests", {}).get("recent", [])
+            if r.get("op") in ("call.begin", "call.end")][-2 * len(samples_ms):]
+    if len(rows) != 2 * len(samples_ms):
+        return "no per-request figures from the daemon"
+    calls = [{k: a[k] + b[k] for k in ("wallMs", "cpuMs", "fsyncs", "fsyncBusyMs")}
+             for a, b in zip(rows[::2], rows[1::2], strict=True)]
+
+    def med(key: str) -> float:
+        return float(statistics.median(c[key] for c in calls))
+
+    wall, inside = statistics.median(samples_ms), med("wallMs")
+    return (f"per call (medians): wall {wall:.1f} ms = daemon {inside:.1f} ms "
+            f"(CPU {med('cpuMs'):.1f} ms, {med('fsyncs'):g} fsyncs, "
+            f"fsync in flight {med('fsyncBusyMs'):.1f} ms) + clients and socket "
+            f"{wall - inside:.1f} ms")
 
 
 def _core(ctx: CaseContext, files: int) -> Measurement:

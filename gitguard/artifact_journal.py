@@ -24,13 +24,11 @@ import base64
 import hashlib
 import json
 import os
-import queue
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from gitguard import durable
+from gitguard import bgsync, durable
 
 PREFIX, SUFFIX = "journal-", ".log"
 _SUM_LEN = 16
@@ -109,44 +107,13 @@ def append(path: Path, items: Iterable[tuple[str, bytes]], *, background: bool =
     return _in_background(lambda: _sync(fd, path, created))
 
 
-# One fsync worker per process, started on first use: starting a thread per append makes
-# the caller wait until the new thread runs, which on a loaded machine cost more than the
-# fsync it was to hide. The pid check starts a new one in a forked child.
-_Job = tuple[Callable[[], None], list[BaseException], threading.Event]
-_WORKER: tuple[int, queue.SimpleQueue[_Job]] | None = None
-
-
-def _in_background(job: Callable[[], None]) -> Callable[[], None]:
-    global _WORKER
-    if _WORKER is None or _WORKER[0] != os.getpid():
-        jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        threading.Thread(target=_work, args=(jobs,), name="gitguard-fsync", daemon=True).start()
-        _WORKER = (os.getpid(), jobs)
-    failed: list[BaseException] = []
-    done = threading.Event()
-    _WORKER[1].put((job, failed, done))
-
-    def wait() -> None:
-        done.wait()
-        if failed:
-            raise failed[0]
-    return wait
-
-
-def _work(jobs: queue.SimpleQueue[_Job]) -> None:
-    while True:
-        job, failed, done = jobs.get()
-        try:
-            job()
-        except BaseException as exc:  # noqa: BLE001 - handed to wait(), raised there
-            failed.append(exc)
-        finally:
-            done.set()
+# The fsync runs on gitguard.bgsync's workers (kept per process, not a thread per append).
+_in_background = bgsync.run
 
 
 def _sync(fd: int, path: Path, created: bool) -> None:
     try:
-        os.fsync(fd)
+        durable.fsync(fd)
     finally:
         os.close(fd)
     if created:

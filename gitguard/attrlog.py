@@ -34,11 +34,13 @@ def append(store: Store, verdicts: Iterable[Verdict], sync: bool = True) -> list
         return records
     # Only the lock and this journal's own repair: the rest of the store is not touched.
     with store.lock.held():
-        durable.repair_torn_tail(store.attribution_path)
+        # The tail is read only when something else grew the file since our last append.
+        store.repair_alone(store.attribution_path)
         # The append that creates the file is synced (with its directory): `fsync` then
         # has only the file's data to flush.
         sync = sync or not store.attribution_path.exists()
         durable.append_jsonl(store.attribution_path, [r.to_json() for r in records], sync=sync)
+        store.appended(store.attribution_path)
     return records
 
 
@@ -49,7 +51,7 @@ def fsync(store: Store) -> None:
     except FileNotFoundError:
         return
     try:
-        os.fsync(fd)
+        durable.fsync(fd)
     finally:
         os.close(fd)
 

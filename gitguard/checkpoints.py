@@ -335,14 +335,35 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
-    durable.write_then_name(path, data)      # its index row, next, is what names it
+    # The file's, its directory's and its index row's fsyncs run concurrently (one ext4
+    # journal commit, not three); the ledger names the checkpoint only after all three.
+    # A power cut may leave the row with a torn file no ledger record names: corrupt to
+    # `load`, skipped by resume. A kill leaves the file whole (written before the row).
+    synced = durable.write_unnamed(path, data)
+    try:
+        _index(store, index, path, data, fields, checkpoint, previous, run_state)
+    finally:
+        synced()
+    faults.point("checkpoint.after_index")
+    trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
+               duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
+               checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),
+               skipped=len(tree.skipped), bytes=len(data) + tree.bytes_hashed + new_bytes)
+    return checkpoint
+
+
+def _index(store: Store, index: Index, path: Path, data: bytes, fields: dict[str, Any],
+           checkpoint: Checkpoint, previous: Checkpoint | None,
+           run_state: dict[str, Any] | None) -> None:
+    """Append the checkpoint's index row (fsynced), remember what it read back as."""
     faults.point("checkpoint.before_index")
     if ready is not None:
         ready()
     row_fields: dict[str, Any] = dict(
-        checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,
-        file=file, sha256=hashlib.sha256(data).hexdigest(), created_at=fields["created_at"],
-        snapshot_commit=commit)
+        checkpoint_id=fields["checkpoint_id"], session_id=fields["session_id"],
+        kind=fields["kind"], step_id=fields["step_id"], file=path.name,
+        sha256=hashlib.sha256(data).hexdigest(), created_at=fields["created_at"],
+        snapshot_commit=fields["snapshot_commit"])
     row = CheckpointIndexRow.model_construct(schema_version=SCHEMA_VERSION, **row_fields)
     # What load returns is the JSON's reading: remember the object only when it reads back
     # the same (new run state from the API may hold tuples, which JSON makes lists).
@@ -357,15 +378,10 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     line = durable.encode_line(_camel(row_fields))
     cached = _READ.get(store.index_path)
     durable.append_jsonl(store.index_path, [_camel(row_fields)])
-    faults.point("checkpoint.after_index")
+    faults.point("checkpoint.between_fsyncs")
     index.rows.append(row)
     if cached is not None:
         _advance(store.index_path, cached, line, row)
-    trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
-               duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
-               checkpointId=checkpoint_id, callId=call_id, files=len(tree.changed),
-               skipped=len(tree.skipped), bytes=len(data) + tree.bytes_hashed + new_bytes)
-    return checkpoint
 
 
 _CAMEL = {name: to_camel(name) for name in Checkpoint.model_fields}

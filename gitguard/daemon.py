@@ -39,6 +39,7 @@ from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
 from gitguard.fastsnap import DaemonSnapshotter
 from gitguard.models import ToolLedgerEntry
+from gitguard.reqstats import RequestStats
 from gitguard.requestenv import client_context
 from gitguard.server import SocketServer
 from gitguard.snapshot import Snapshotter
@@ -52,6 +53,8 @@ IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays n
 BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
 SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause this long
 SYNC_MAX_S = 1.0            # or at the latest this long after the first unsynced row
+CALL_OPS = frozenset(("call.begin", "call.end", "hook", "api.begin_call", "api.end_call",
+                      "hook.claude_code", "hook.git"))
 RESTORE_MAX_S = 300.0       # a restore that never says it ended stops being exempt
 
 
@@ -80,8 +83,11 @@ class DaemonGuard(Guard):
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:
-        entry = calls.end(self, call_id, status, result)
-        self._bookkeeping(self.engine.closed, entry)
+        # One store lock for the call's records and its attribution rows (the lock is
+        # reentrant): not a second flock and journal check per call end.
+        with self.store.lock.held():
+            entry = calls.end(self, call_id, status, result)
+            self._bookkeeping(self.engine.closed, entry)
         return entry
 
     def _bookkeeping(self, step: Any, *args: Any) -> None:
@@ -114,6 +120,7 @@ class Daemon:
         self.stopping = False
         self.started_at = time.time()
         self.start_ms = 0.0
+        self.request_stats = RequestStats()
         self.last_pack_check = 0.0
         self.calls_since_pack = 0
         self.backoff_until = 0.0
@@ -223,6 +230,12 @@ class Daemon:
         args = request.get("args") or {}
         if not isinstance(args, dict):
             return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
+        if op in CALL_OPS:
+            with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them
+                return self._call(op, args)
+        return self._other(op, args)
+
+    def _call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         if op in ("call.begin", "call.end", "hook"):
             self.calls_since_pack += 1
             return self.run_cli(args)
@@ -232,6 +245,9 @@ class Daemon:
         if op in ("hook.claude_code", "hook.git"):
             self.calls_since_pack += 1      # their calls end here too: no pack of their own
             return self.run_hook(op, args)
+        return self._other(op, args)
+
+    def _other(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         if op in recovery_daemon.OPS:
             return recovery_daemon.handle(self, op, args)
         simple = {"ping": self.ping, "status": self.status, "stop": self.request_stop,
@@ -252,7 +268,8 @@ class Daemon:
                 "startMs": round(self.start_ms, 1), "watches": self.source.watch_count(),
                 "rssKb": _rss_kb(), "cpuS": round(time.process_time(), 3),
                 "dirty": len(self.engine.dirty), "openWindows": sorted(self.engine.tracker.windows),
-                "snapshotMode": self.engine.git_mode or "incremental", **counts}
+                "snapshotMode": self.engine.git_mode or "incremental", **counts,
+                "requests": self.request_stats.report()}
 
     def request_stop(self) -> dict[str, Any]:
         self.stopping = True

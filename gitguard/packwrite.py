@@ -27,7 +27,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import faults, packing
+from gitguard import durable, faults, packing
 from gitguard.store import Store
 
 PACK_THRESHOLD = 24           # more new objects than this: one pack, else loose files
@@ -242,7 +242,7 @@ def _write(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
-        os.fsync(fh.fileno())
+        durable.fsync(fh.fileno())
 
 
 def publish(store: Store, objects: list[tuple[bytes, int, bytes]],

@@ -100,6 +100,17 @@ class Store:
                 if key is not None:
                     self._clean[journal] = key
 
+    def repair_alone(self, journal: Path) -> None:
+        """`_repair` of a journal outside `journals` (attribution.jsonl), under the lock."""
+        self._repair(journal)
+
+    def appended(self, journal: Path) -> None:
+        """We just appended whole lines to `journal` under the lock: the next `_repair`
+        need not read its tail."""
+        key = durable.stat_key(journal)
+        if key is not None:
+            self._clean[journal] = key
+
     def _repair(self, journal: Path) -> None:
         """repair_torn_tail, less the open and read of a journal nobody touched since this
         Store last found it whole (the daemon's Store takes the lock twice per tool call,
