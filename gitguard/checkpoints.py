@@ -340,10 +340,15 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     # A power cut may leave the row with a torn file no ledger record names: corrupt to
     # `load`, skipped by resume. A kill leaves the file whole (written before the row).
     synced = durable.write_unnamed(path, data)
-    try:
+    if ready is not None:
+        synced()     # rollback's writes run meanwhile: the file is durable before `ready`
+        ready()
         _index(store, index, path, data, fields, checkpoint, previous, run_state)
-    finally:
-        synced()
+    else:
+        try:
+            _index(store, index, path, data, fields, checkpoint, previous, run_state)
+        finally:
+            synced()
     faults.point("checkpoint.after_index")
     trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
                duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
@@ -357,8 +362,6 @@ def _index(store: Store, index: Index, path: Path, data: bytes, fields: dict[str
            run_state: dict[str, Any] | None) -> None:
     """Append the checkpoint's index row (fsynced), remember what it read back as."""
     faults.point("checkpoint.before_index")
-    if ready is not None:
-        ready()
     row_fields: dict[str, Any] = dict(
         checkpoint_id=fields["checkpoint_id"], session_id=fields["session_id"],
         kind=fields["kind"], step_id=fields["step_id"], file=path.name,
