@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 # (with recovery_scan and recovery_note, ~15-25 ms of CPU) likewise: `call begin`,
 # `call end` and the hooks of a fresh process need none of it.
 from gitguard import checkpoints, jsontext, ledger, sessions, trace
+from gitguard import messages as message_store
 from gitguard.errors import GitguardError
 from gitguard.models import (
     Checkpoint,
@@ -181,7 +182,7 @@ class Guard:
                                 'for example {"plan": [...], "step": 3}')
         with self.store.writing():
             session = sessions.resolve(self.store, session_id)
-            refs = (checkpoints.store_messages(self.snap, session.session_id, messages)
+            refs = (message_store.store_messages(self.snap, session.session_id, messages)
                     if messages is not None else None)
             tree = self.snap.write_tree()
             # checkpoints.write records the trace event (with its duration)
@@ -198,7 +199,7 @@ class Guard:
         return checkpoints.load(self.store, checkpoints.read_index(self.store).find(checkpoint_id))
 
     def messages(self, checkpoint: Checkpoint) -> list[Any]:
-        return checkpoints.read_messages(self.snap, checkpoint)
+        return message_store.read_messages(self.snap, checkpoint)
 
     # recovery -------------------------------------------------------------------------
     def resume(self, checkpoint_id: str | None = None,

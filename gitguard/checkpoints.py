@@ -1,6 +1,6 @@
 """Checkpoints: a JSON file per checkpoint (written atomically, sha256 in the index) that
 points at a snapshot commit and carries HEAD, branch, dirty summary, ledger position and
-run state. Message bodies are stored once each as blobs, kept reachable by a ref."""
+run state. Message bodies are stored once each as blobs (gitguard.messages)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
 from pydantic import TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from gitguard import clock, durable, faults, tailcache, trace
+from gitguard import messages as message_store
 from gitguard.errors import CorruptRecord, UnknownId
 from gitguard.models import SCHEMA_VERSION, Checkpoint, CheckpointIndexRow, CheckpointKind
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
-
-MESSAGES_REF = "refs/gitguard/messages/"
 
 
 @dataclass
@@ -224,64 +222,6 @@ def file_json(data: bytes) -> bytes:
     return data if data[:1] == b"{" else zlib.decompress(data)
 
 
-def store_messages(snap: Snapshotter, session_id: str, messages: Sequence[Any]) -> list[str]:
-    """One blob per message (identical messages share it); a ref keeps them from git gc.
-
-    Each message is redacted, then sealed when encryption is on (with a synthetic nonce,
-    so identical messages still share a blob).
-    """
-    privacy = snap.store.privacy
-    refs = [snap.store_blob(privacy.seal(durable.canonical_json(privacy.redact_json(m)),
-                                         "message", deterministic=True))
-            for m in messages]
-    if refs:
-        _keep_reachable(snap, session_id, refs)
-    return refs
-
-
-def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> None:
-    repo = snap.repo
-    ref = repo.references.get(MESSAGES_REF + session_id)
-    head = repo.get(ref.target) if ref is not None else None
-    root = head.tree if isinstance(head, pygit2.Commit) else None
-    fanout: dict[str, list[str]] = {}
-    for oid in dict.fromkeys(blob_ids):
-        sub = root[oid[:2]] if root is not None and oid[:2] in root else None
-        if sub is not None and oid[2:] in sub:
-            continue
-        fanout.setdefault(oid[:2], []).append(oid)
-    if not fanout:
-        return
-    root_builder = repo.TreeBuilder(root) if root is not None else repo.TreeBuilder()
-    for prefix, oids in fanout.items():
-        existing = root[prefix] if root is not None and prefix in root else None
-        builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
-        for oid in oids:
-            builder.insert(oid[2:], pygit2.Oid(hex=oid), pygit2.enums.FileMode.BLOB)
-        root_builder.insert(prefix, builder.write(), pygit2.enums.FileMode.TREE)
-    moment = clock.now()
-    sig = pygit2.Signature("gitguard", "gitguard@localhost", int(moment.timestamp()), 0)
-    parents: list[pygit2.Oid] = [head.id] if isinstance(head, pygit2.Commit) else []
-    commit = repo.create_commit(None, sig, sig, "gitguard messages\n", root_builder.write(),
-                                parents)
-    repo.references.create(MESSAGES_REF + session_id, commit, force=True)
-
-
-def read_messages(snap: Snapshotter, checkpoint: Checkpoint) -> list[Any]:
-    privacy = snap.store.privacy
-    return [json.loads(privacy.open(snap.read_blob(oid), "message"))
-            for oid in checkpoint.message_refs]
-
-
-def _new_blob_bytes(snap: Snapshotter, refs: Sequence[str], previous: Sequence[str]) -> int:
-    known = set(previous)
-    total = 0
-    for oid in dict.fromkeys(refs):
-        obj = snap.repo.get(oid) if oid not in known else None
-        total += obj.size if isinstance(obj, pygit2.Blob) else 0
-    return total
-
-
 def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
           kind: CheckpointKind, tree: TreeResult, ledger_seq: int, step_id: str | None = None,
           call_id: str | None = None, run_state: dict[str, Any] | None = None,
@@ -308,7 +248,8 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
             previous = None
     if run_state is not None:
         run_state = store.privacy.redact_json(run_state)
-    new_bytes = (_new_blob_bytes(snap, message_refs, previous.message_refs if previous else ())
+    known = previous.message_refs if previous else ()
+    new_bytes = (message_store.new_blob_bytes(snap, message_refs, known)
                  if message_refs is not None else 0)
     if previous is not None:
         run_state = previous.run_state if run_state is None else run_state

@@ -46,6 +46,7 @@ from gitguard import (
     retention,
     trace,
 )
+from gitguard import messages as message_store
 from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
 from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
@@ -296,7 +297,7 @@ def _message_plan(repo: pygit2.Repository, rows: list[CheckpointIndexRow],
     """Per session: (has history, blobs held now, blobs still needed), when they differ."""
     result: dict[str, tuple[bool, set[str], set[str]]] = {}
     for session_id in dict.fromkeys(r.session_id for r in rows):
-        ref = repo.references.get(checkpoints.MESSAGES_REF + session_id)
+        ref = repo.references.get(message_store.MESSAGES_REF + session_id)
         head = repo.get(ref.target) if ref is not None else None
         if not isinstance(head, pygit2.Commit):
             continue
@@ -346,7 +347,7 @@ def _apply(store: Store, snap: Snapshotter, rows: list[CheckpointIndexRow],
     for sid, oid in new_heads.items():
         repo.references.create(SESSION_REF + sid, oid, force=True)
     for sid, oid in new_messages.items():
-        repo.references.create(checkpoints.MESSAGES_REF + sid, oid, force=True)
+        repo.references.create(message_store.MESSAGES_REF + sid, oid, force=True)
     _keep_conflict_blobs(store, repo)
     faults.point("gc.after_refs")
     for name in [n for n in repo.references if n.startswith(TEMP_REF)]:

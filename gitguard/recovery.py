@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, faults, ledger, recovery_note, sessions, trace
+from gitguard import messages as message_store
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
 from gitguard.models import ToolLedgerEntry
 from gitguard.recovery_scan import (
@@ -267,7 +268,7 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
         calls=shown, earlier_calls=len(calls) - len(shown),
         uncertain=tuple(uncertain),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
-        messages=checkpoints.read_messages(g.snap, found) if found else [],
+        messages=message_store.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
 
 

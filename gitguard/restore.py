@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, ledger, trace
+from gitguard import messages as message_store
 from gitguard.models import RestoreSession
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def restore_session(g: Guard, checkpoint_id: str) -> dict[str, Any]:
     with g.store.writing():
         index = checkpoints.read_index(g.store)
         checkpoint = checkpoints.load(g.store, index.find(checkpoint_id))
-        messages = checkpoints.read_messages(g.snap, checkpoint)
+        messages = message_store.read_messages(g.snap, checkpoint)
         state = ledger.read(g.store)
         position = {row.checkpoint_id: i for i, row in enumerate(index.rows)}
         here = position[checkpoint_id]

@@ -16,6 +16,7 @@ from typing import Any
 import pygit2
 
 from gitguard import checkpoints, durable, ledger, ledger_fold, ledger_segment
+from gitguard import messages as message_store
 from gitguard.errors import CorruptRecord, IllegalTransition, StoreError
 from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery_scan import INCOMPLETE_DIR, incomplete_files
@@ -197,7 +198,7 @@ def _unheld_messages(store: Store, repo: pygit2.Repository,
     """Message blobs that no messages ref holds: `git gc` would delete them."""
     held: set[str] = set()
     for name in repo.references:
-        if name.startswith(checkpoints.MESSAGES_REF):
+        if name.startswith(message_store.MESSAGES_REF):
             # a holder's tree is its parent's plus new blobs, so the tip holds them all
             tip = repo.get(repo.references[name].target)
             if isinstance(tip, pygit2.Commit):
