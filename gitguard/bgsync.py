@@ -1,6 +1,7 @@
 """Jobs (fsyncs) run on a few worker threads, so that independent files reach the disk
-together: on ext4, concurrent fsyncs wait for one journal commit, where one after the
-other each waits for its own (gitguard.checkpoints writes a checkpoint file, its
+together: on a journaling file system (ext4, xfs) concurrent fsyncs wait for one journal
+commit, where one after the other each waits for its own; without a journal (the bench
+machine's ext4) their waits still overlap (gitguard.checkpoints writes a checkpoint file, its
 directory and its index row so; the artifact journal's fsync runs beside them).
 
 Workers are started on first use and kept: starting a thread per job makes the caller

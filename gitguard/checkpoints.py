@@ -276,8 +276,9 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
-    # The file's, its directory's and its index row's fsyncs run concurrently (one ext4
-    # journal commit, not three); the ledger names the checkpoint only after all three.
+    # The file's, its directory's and its index row's fsyncs run concurrently (one journal
+    # commit, not three; overlapping waits without a journal); the ledger names the
+    # checkpoint only after all three.
     # A power cut may leave the row with a torn file no ledger record names: corrupt to
     # `load`, skipped by resume. A kill leaves the file whole (written before the row).
     synced = durable.write_unnamed(path, data)

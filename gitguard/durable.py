@@ -124,7 +124,8 @@ def write_unnamed(path: Path, data: bytes, mode: int = FILE_MODE) -> Callable[[]
     on gitguard.bgsync's workers while the caller goes on; returns `wait`, which returns
     once both are durable (and removes the file when one failed). Their order does not
     matter: an entry without its data is a torn file, data without an entry no file.
-    Concurrent, they wait for one journal commit on ext4 instead of two. The caller says
+    Concurrent, they wait for one journal commit (ext4, xfs) instead of two, or overlap
+    their waits where there is no journal. The caller says
     what may be written before `wait` (checkpoints.write: its index row, fsynced beside
     them; the ledger record that names the checkpoint comes after)."""
     from gitguard import bgsync
