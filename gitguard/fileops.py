@@ -12,16 +12,18 @@ treeedit.py.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import stat
 from collections.abc import Callable, Container, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
 
 import pygit2
+
+from gitguard import workers
 
 REGULAR = 0o100644
 EXECUTABLE = 0o100755
@@ -43,16 +45,23 @@ _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
 
-def in_threads(fn: Callable[[_In], _Out], items: Sequence[_In], name: str) -> list[_Out]:
-    """`[fn(x) for x in items]` in THREADS threads, one contiguous slice each: a future per
-    item cost a Condition and a lock handshake per path; neighbours share directories."""
+def in_threads(fn: Callable[[_In], _Out], items: Sequence[_In]) -> list[_Out]:
+    """`[fn(x) for x in items]` in THREADS threads, one contiguous slice each: a job per
+    item cost a lock handshake per path; neighbours share directories. The calling thread
+    takes the first slice itself, the others go to kept workers (gitguard.workers); every
+    slice has ended when this returns or raises."""
     if not items:
         return []
     size = -(-len(items) // THREADS)
     slices = [items[at:at + size] for at in range(0, len(items), size)]
-    with ThreadPoolExecutor(len(slices), thread_name_prefix=name) as pool:
-        return [out for done in pool.map(lambda part: [fn(x) for x in part], slices)
-                for out in done]
+    with workers.Scope() as scope:
+        jobs = [scope.submit(functools.partial(_each, fn, part)) for part in slices[1:]]
+        first = _each(fn, slices[0])
+    return first + [out for job in jobs for out in job.result()]
+
+
+def _each(fn: Callable[[_In], _Out], part: Sequence[_In]) -> list[_Out]:
+    return [fn(x) for x in part]
 
 
 @dataclass(frozen=True)
@@ -169,8 +178,7 @@ def observe_many(repo: pygit2.Repository, root: Path, rels: Iterable[str],
     if len(paths) < PARALLEL_FROM:
         looks = [_look(root, p, before, p in walked) for p in paths]
     else:
-        looks = in_threads(lambda p: _look(root, p, before, p in walked), paths,
-                           "gitguard-read")
+        looks = in_threads(lambda p: _look(root, p, before, p in walked), paths)
     return {look.path: _settle(repo, root, look, store_blobs) for look in looks}
 
 

@@ -11,11 +11,11 @@ a call's changes and can revert them, byte for byte, like any agent's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,6 +29,7 @@ from gitguard import (
     fileops,
     ledger,
     treeedit,
+    workers,
     writepatch,
 )
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
@@ -122,9 +123,10 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     # a few steps their patch is cheap and goes with the input (one fsync).
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
     few = len(steps) < fileops.PARALLEL_FROM
-    with ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal") as pool:
-        prepared = pool.submit(writepatch.prepare, g, session_id, items, steps, seen,
-                               changes if few else None, f"patch_{call_id}.diff")
+    with workers.Scope() as pool:
+        prepared = pool.submit(functools.partial(
+            writepatch.prepare, g, session_id, items, steps, seen, changes if few else None,
+            f"patch_{call_id}.diff"))
         safety = checkpoints.write(
             g.store, g.snap, index, session_id=session_id, kind="pre_rollback",
             tree=TreeResult(safety_tree, tuple(now), ()), ledger_seq=state.last_seq,
@@ -147,8 +149,8 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
 
     patch: bytes | None = None
     post: Checkpoint | None = None
-    appending: Future[list[str]] | None = None
-    journal = ThreadPoolExecutor(1, thread_name_prefix="gitguard-journal")
+    appending: workers.Job[list[str]] | None = None
+    journal = workers.Scope()
     try:
         if few:
             planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
@@ -161,8 +163,8 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
             # the writes. Should one be left, that file stays unnamed (as a kill at
             # checkpoint.before_index leaves it) and the post checkpoint is written again
             # below, of what was written, under the same id.
-            with ThreadPoolExecutor(1, thread_name_prefix="gitguard-apply") as pool:
-                writing = pool.submit(_write_all, g, steps, seen, content)
+            with workers.Scope() as pool:
+                writing = pool.submit(functools.partial(_write_all, g, steps, seen, content))
                 planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree,
                                                                   targets)
                 patch = planned_patch = writepatch.render(g, changes, known)
@@ -175,8 +177,9 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                         raise _Left
                     # The patch's append overlaps the index row's; both precede the
                     # finished entry, the only record naming either.
-                    appending = journal.submit(g.store.append_artifacts, session_id,
-                                               [(f"patch_{call_id}.diff", planned_patch)])
+                    appending = journal.submit(functools.partial(
+                        g.store.append_artifacts, session_id,
+                        [(f"patch_{call_id}.diff", planned_patch)]))
 
                 with contextlib.suppress(_Left):
                     post = checkpoints.write(
@@ -203,15 +206,15 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
             # Named only by the finished entry: appended beside the post checkpoint.
             if patch is not None:
                 name = f"patch_{call_id}{'_written' if early_ref else ''}.diff"
-                appending = journal.submit(g.store.append_artifacts, session_id,
-                                           [(name, patch)])
+                appending = journal.submit(functools.partial(
+                    g.store.append_artifacts, session_id, [(name, patch)]))
             post = checkpoints.write(
                 g.store, g.snap, index, session_id=session_id, kind="post",
                 tree=TreeResult(post_tree, tuple(written), ()), ledger_seq=state.last_seq,
                 step_id=id_prefix, call_id=call_id, dirty=post_dirty)
         patch_ref = appending.result()[0] if appending is not None else (early_ref or "")
     finally:
-        journal.shutdown()
+        journal.close()
     stamp = clock.stamp()
     # Built from typed values without validating them again (a test reads them back).
     patches = tuple(FilePatchEntry.model_construct(
@@ -367,8 +370,7 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
         for step in writes:
             settle(step, one(step))
     else:
-        for step, outcome in zip(writes, fileops.in_threads(one, writes, "gitguard-write"),
-                                 strict=True):
+        for step, outcome in zip(writes, fileops.in_threads(one, writes), strict=True):
             settle(step, outcome)
     return done, raced, known
 
