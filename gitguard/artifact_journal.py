@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from gitguard import bgsync, durable
+from gitguard.errors import CorruptRecord
 
 PREFIX, SUFFIX = "journal-", ".log"
 _SUM_LEN = 16
@@ -149,7 +150,11 @@ class Journals:
         self._seen: dict[Path, tuple[int, int, dict[str, tuple[int, int]]]] = {}
 
     def find(self, name: str) -> bytes | None:
+        """The stored bytes of `name`; None when no journal has a line of it. A line of it
+        that fails its checksum raises CorruptRecord (not None: it was there, and is not
+        what was written)."""
         quoted = quote(name, safe="").encode() + b" "
+        damaged: Path | None = None
         for path in journals(self.directory):
             try:
                 spot = self._index(path, quoted)
@@ -162,6 +167,12 @@ class Journals:
                 continue                # gc bundled it just now: the bundle has it
             if record is not None and record[0] == name:
                 return record[1]
+            damaged = damaged or path
+        if damaged is not None:
+            raise CorruptRecord(
+                f"artifacts/{damaged.name}: the line of {name} fails its checksum "
+                "(edited or damaged)",
+                "it cannot be read back; `gitguard verify` lists every record that names it")
         return None
 
     def _index(self, path: Path, quoted: bytes) -> tuple[int, int] | None:

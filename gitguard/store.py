@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitguard import clock, durable
-from gitguard.errors import StoreError
+from gitguard.errors import CorruptRecord, StoreError
 from gitguard.workspace import Workspace, ensure_object_store
 
 if TYPE_CHECKING:
@@ -213,10 +213,22 @@ class Store:
         return name
 
     def has_artifact(self, ref: str) -> bool:
-        """`artifacts/NAME` resolves: its own file, or a bundle gc moved it into."""
+        """`artifacts/NAME` resolves: its own file, a journal's line, or a bundle gc moved
+        it into. A journal line of it that fails its checksum raises CorruptRecord."""
         name = self._artifact_name(ref)
-        return ((self.artifacts_dir / name).is_file() or self._journals.find(name) is not None
+        return ((self.artifacts_dir / name).is_file() or self._journaled(name) is not None
                 or self._bundles.find(name) is not None)
+
+    def _journaled(self, name: str) -> bytes | None:
+        """A journal's line of `name`; when it is damaged, the bundle gc may have copied it
+        into before it removes that journal, else the damage (CorruptRecord)."""
+        try:
+            return self._journals.find(name)
+        except CorruptRecord:
+            bundle = self._bundles.find(name)
+            if bundle is None:
+                raise
+            return bundle.read(name)
 
     def _bundled(self, ref: str, name: str) -> bytes:
         bundle = self._bundles.find(name)
@@ -235,7 +247,7 @@ class Store:
         # A call's journal (gitguard.artifact_journal), else the bundle gc moved it into;
         # gc removes a file or a journal only after the bundle holding it is durable, so
         # looking in this order never misses it.
-        journaled = self._journals.find(name)
+        journaled = self._journaled(name)
         return journaled if journaled is not None else self._bundled(ref, name)
 
     def read_artifact(self, ref: str) -> bytes:

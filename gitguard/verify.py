@@ -104,17 +104,21 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
     for entry in current.values():
         refs = [entry.input_ref, entry.result_ref, *(p.patch_ref for p in entry.file_patches)]
         for ref in dict.fromkeys(r for r in refs if r):
-            if not _artifact_present(store, ref):
-                found.problems.append(f"{entry.call_id} names {ref}, which is missing")
+            trouble = _artifact_trouble(store, ref)
+            if trouble is not None:
+                found.problems.append(f"{entry.call_id} names {ref}, {trouble}")
     return last_seq
 
 
-def _artifact_present(store: Store, ref: str) -> bool:
-    """Its file, or the bundle `gitguard gc` moved it into (gitguard.artifact_bundle)."""
+def _artifact_trouble(store: Store, ref: str) -> str | None:
+    """None when it reads: its file, a journal's line, or the bundle `gitguard gc` moved it
+    into (gitguard.artifact_bundle); else what is wrong with it."""
     try:
-        return store.has_artifact(ref)
+        return None if store.has_artifact(ref) else "which is missing"
+    except CorruptRecord:
+        return "whose journal line fails its checksum: edited or damaged since it was written"
     except (StoreError, OSError):
-        return False
+        return "which is missing"
 
 
 def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index,

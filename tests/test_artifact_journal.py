@@ -15,6 +15,7 @@ from storage_helpers import calls
 from conftest import gg
 from gitguard import artifact_journal, checkpoints, durable, patchtext, verify
 from gitguard.api import Guard
+from gitguard.errors import CorruptRecord
 
 
 def _journal(guard: Guard) -> Path:
@@ -33,10 +34,13 @@ def test_lines_round_trip_text_binary_and_odd_names(tmp_path: Path) -> None:
     assert found.find("nothing") is None
     artifact_journal.append(journal, [("later.txt", b"appended after the index was read")])
     assert found.find("later.txt") == b"appended after the index was read"
-    # A line whose sum does not match is not returned (verify reports it missing).
+    # A line whose sum does not match is not returned: it is reported as damaged, which a
+    # name no line has is not.
     raw = journal.read_bytes().replace(b"appended", b"Appended")
     journal.write_bytes(raw)
-    assert artifact_journal.Journals(tmp_path).find("later.txt") is None
+    with pytest.raises(CorruptRecord, match="the line of later.txt fails its checksum"):
+        artifact_journal.Journals(tmp_path).find("later.txt")
+    assert artifact_journal.Journals(tmp_path).find("nothing") is None
     assert artifact_journal.read(journal)["empty.txt"] == b""
 
 
@@ -130,3 +134,32 @@ def test_a_background_fsync_writes_what_a_waited_one_writes(tmp_path: Path) -> N
 
     with pytest.raises(OSError, match="Input/output error"):
         artifact_journal._in_background(broken)()
+
+
+def test_an_edited_journal_line_is_reported_as_damaged_not_missing(repo: Path) -> None:
+    guard = Guard.init(repo)
+    begun = guard.begin_call("Edit", {"file_path": "src/app.py"}, writes=["src/app.py"])
+    (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
+    ended = guard.end_call(begun.call_id, "succeeded", "the result text")
+    journal = _journal(guard)
+    raw = journal.read_bytes()
+    assert raw.count(b"the result text") == 1
+    journal.write_bytes(raw.replace(b"the result text", b"the resulT text"))
+
+    checked = gg(repo, "verify", check=False)
+    assert checked.returncode != 0
+    assert (f"{ended.call_id} names {ended.result_ref}, whose journal line fails its "
+            "checksum") in checked.stdout + checked.stderr
+    assert "missing" not in checked.stdout + checked.stderr
+    # Reading it back is a clear error, not a traceback and not "missing".
+    with pytest.raises(CorruptRecord, match="fails its checksum"):
+        Guard.open(repo).store.read_artifact(ended.result_ref or "")
+    # What the other lines hold still reads.
+    assert Guard.open(repo).store.read_artifact(begun.input_ref or "") == \
+        durable.canonical_json({"file_path": "src/app.py"})
+    # gc refuses to change anything while it is so, and says why: the journal, evidence
+    # included, stays as it is.
+    refused = gg(repo, "gc", "--no-repack-repository", check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "whose journal line fails its checksum" in refused.stderr
+    assert journal.read_bytes() == raw.replace(b"the result text", b"the resulT text")
