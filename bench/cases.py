@@ -50,6 +50,7 @@ class Measurement:
     note: str = ""
     index: str = ""  # what happened to the user's .git/index (IndexProbe.note)
     disk_ms: tuple[float, float] | None = None  # fsync_probe before and after (the runner's)
+    create_us: float | None = None  # create_probe before the case (the runner's)
 
     @property
     def median_ms(self) -> float:

@@ -4,7 +4,8 @@
 watches the user's `.git/index`: gitguard promises never to touch it, and
 `git stash create` is known to rewrite it, so every row reports what happened.
 `fsync_probe` says how long the disk makes an fsync wait just before and after a
-case, so a row slowed by the disk's queue can be told from one slowed by our work.
+case, so a row slowed by the disk's queue can be told from one slowed by our work;
+`create_probe` says what creating a file costs there (see its note).
 """
 
 from __future__ import annotations
@@ -96,4 +97,29 @@ def fsync_probe(directory: Path, samples: int = 8) -> float:
         finally:
             os.close(fd)
             os.unlink(path)
+    return statistics.median(waits)
+
+
+def create_probe(directory: Path, samples: int = 32) -> float:
+    """Median microseconds to create (and close) a new empty file in `directory`.
+
+    Every snapshot creates files (loose objects, a checkpoint, temp files) and a rollback
+    creates one per path it writes. On ext4 without a journal (this VM's disk) a new inode
+    skips every inode of its block group deleted in the last 60-360 s (`recently_deleted`
+    in fs/ext4/ialloc.c), so right after a large copy is removed a create can cost 100+
+    us instead of ~10, and a fresh small copy lands in exactly those emptied groups.
+    Measured in the copy's `.git/objects` (where loose objects go) before each case; the
+    probe's files are removed again."""
+    made: list[Path] = []
+    waits: list[float] = []
+    try:
+        for i in range(samples):
+            path = directory / f".create-probe-{os.getpid()}-{i}"
+            start = time.perf_counter()
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            waits.append((time.perf_counter() - start) * 1e6)
+            made.append(path)
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)
     return statistics.median(waits)

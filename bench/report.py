@@ -29,6 +29,7 @@ class Row:
     index: str = ""
     disk_before_ms: tuple[float, ...] = ()  # fsync_probe before each measured copy
     disk_after_ms: tuple[float, ...] = ()
+    create_us: tuple[float, ...] = ()  # create_probe before each measured copy
 
     @classmethod
     def measured(cls, case: Case, size: str, parts: list[Measurement]) -> Row:
@@ -40,7 +41,8 @@ class Row:
         return cls(case.name, case.group, size, case.target, case.first, "ok",
                    tuple(s for p in parts for s in p.samples_ms),
                    int(statistics.median(sizes)) if sizes else None, notes, index,
-                   tuple(d[0] for d in disks), tuple(d[1] for d in disks))
+                   tuple(d[0] for d in disks), tuple(d[1] for d in disks),
+                   tuple(p.create_us for p in parts if p.create_us is not None))
 
     @classmethod
     def failed(cls, case: Case, size: str, status: str, why: str) -> Row:
@@ -67,6 +69,7 @@ class Row:
             "note": self.note,
             "fsyncProbeMs": {"before": [round(d, 3) for d in self.disk_before_ms],
                              "after": [round(d, 3) for d in self.disk_after_ms]},
+            "createProbeUs": [round(c, 1) for c in self.create_us],
         }
 
     @property
@@ -76,6 +79,11 @@ class Row:
             return "-"
         return (f"{statistics.median(self.disk_before_ms):.1f}/"
                 f"{statistics.median(self.disk_after_ms):.1f}")
+
+    @property
+    def create_text(self) -> str:
+        """The create probe's median before the case, `-` when it was not measured."""
+        return f"{statistics.median(self.create_us):.0f}" if self.create_us else "-"
 
 
 def _round(value: float | None) -> float | None:
@@ -105,16 +113,16 @@ def fmt_bytes(value: int | None, per_call: bool = False) -> str:
 
 def table(rows: list[Row], note_width: int = 70) -> str:
     header = ["case", "size", "n", "median ms", "p90 ms", "bytes added", "target", "user index",
-              "fsync ms", "note"]
+              "fsync ms", "create us", "note"]
     cells: list[list[str]] = []
     for r in rows:
         median = fmt_ms(r.median_ms) if r.status == "ok" else r.status
         note = r.note if len(r.note) <= note_width else r.note[: note_width - 3] + "..."
         cells.append([r.case, r.size, str(len(r.samples_ms)), median, fmt_ms(r.p90_ms),
                       fmt_bytes(r.bytes_added, per_call=not r.first), r.target or "-",
-                      r.index or "-", r.disk_text, note])
+                      r.index or "-", r.disk_text, r.create_text, note])
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
-    numeric = {2, 3, 4, 5, 8}
+    numeric = {2, 3, 4, 5, 8, 9}
 
     def line(values: list[str]) -> str:
         parts = [v.rjust(w) if i in numeric else v.ljust(w)

@@ -32,7 +32,7 @@ from bench import (  # noqa: F401 - importing registers their cases
     gitguard_cases,
 )
 from bench.cases import Case, CaseContext, Measurement, Skip, registered
-from bench.probes import fsync_probe
+from bench.probes import create_probe, fsync_probe
 from bench.report import Row, table, verdict, write_json
 from bench.repos import SIZES, RepoInfo, copy_repo, ensure_repo, worktree_manifest
 from bench.shell import du_bytes, git_version, isolate_this_process
@@ -142,6 +142,10 @@ def print_report(rows: list[Row], lines: list[str], load_start: float, load_end:
     print("fsync ms: the median wait of a 4 KiB write + fsync on the copy's file system just"
           " before and after the case (idle here: 0.2-0.6 ms); where it is high, every"
           " fsync inside that row's samples waits longer too.")
+    print("create us: the median time to create an empty file in the copy's .git/objects just"
+          " before the case (idle here: 10-25 us); high right after many files were deleted"
+          " (ext4 without a journal skips recently deleted inodes), which slows every"
+          " snapshot's loose objects and every rollback write.")
     print()
     print("Verdict")
     for line in lines:
@@ -182,9 +186,11 @@ class Runner:
                 repo.mkdir()
             work = scratch / "work"
             work.mkdir()
+            objects = repo / ".git" / "objects"
+            creates = create_probe(objects if objects.is_dir() else work)
             before = fsync_probe(work)
             measured = c.fn(CaseContext(repo=repo, scratch=work, runs=self.runs))
-            return replace(measured, disk_ms=(before, fsync_probe(work)))
+            return replace(measured, disk_ms=(before, fsync_probe(work)), create_us=creates)
         finally:
             _stop_daemons(scratch)
             self._used.append(scratch)
