@@ -16,6 +16,7 @@ from conftest import gg
 from gitguard import artifact_journal, checkpoints, durable, patchtext, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
+from gitguard.models import ToolLedgerEntry
 
 
 def _journal(guard: Guard) -> Path:
@@ -44,11 +45,16 @@ def test_lines_round_trip_text_binary_and_odd_names(tmp_path: Path) -> None:
     assert artifact_journal.read(journal)["empty.txt"] == b""
 
 
-def test_a_call_writes_no_artifact_file_and_reads_back_what_the_files_held(repo: Path) -> None:
+def _one_edit(repo: Path, result: str) -> tuple[Guard, ToolLedgerEntry, ToolLedgerEntry]:
+    """A new store and one finished Edit call of src/app.py: (guard, begun, ended)."""
     guard = Guard.init(repo)
     begun = guard.begin_call("Edit", {"file_path": "src/app.py"}, writes=["src/app.py"])
     (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
-    ended = guard.end_call(begun.call_id, "succeeded", "done")
+    return guard, begun, guard.end_call(begun.call_id, "succeeded", result)
+
+
+def test_a_call_writes_no_artifact_file_and_reads_back_what_the_files_held(repo: Path) -> None:
+    guard, begun, ended = _one_edit(repo, "done")
     journal = _journal(guard)
     assert sorted(os.listdir(guard.store.artifacts_dir)) == [journal.name]
     assert journal.stat().st_mode & 0o777 == durable.FILE_MODE
@@ -137,10 +143,7 @@ def test_a_background_fsync_writes_what_a_waited_one_writes(tmp_path: Path) -> N
 
 
 def test_an_edited_journal_line_is_reported_as_damaged_not_missing(repo: Path) -> None:
-    guard = Guard.init(repo)
-    begun = guard.begin_call("Edit", {"file_path": "src/app.py"}, writes=["src/app.py"])
-    (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
-    ended = guard.end_call(begun.call_id, "succeeded", "the result text")
+    guard, begun, ended = _one_edit(repo, "the result text")
     journal = _journal(guard)
     raw = journal.read_bytes()
     assert raw.count(b"the result text") == 1
