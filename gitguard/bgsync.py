@@ -1,8 +1,8 @@
 """Jobs (fsyncs) run on a few worker threads, so that independent files reach the disk
 together: on a journaling file system (ext4, xfs) concurrent fsyncs wait for one journal
 commit, where one after the other each waits for its own; without a journal (the bench
-machine's ext4) their waits still overlap (gitguard.checkpoints writes a checkpoint file, its
-directory and its index row so; the artifact journal's fsync runs beside them).
+machine's ext4) their waits still overlap (a checkpoint's file and its directory are
+fsynced so; the artifact journal's fsync runs beside them).
 
 Workers are kept (gitguard.workers): starting a thread per job makes the caller wait
 until the new thread runs, which on a loaded machine cost more than the fsync it was to

@@ -276,21 +276,15 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     file = f"{checkpoint_id}.json"
     faults.point("checkpoint.before_file")
     path = store.checkpoints_dir / file
-    # The file's, its directory's and its index row's fsyncs run concurrently (one journal
-    # commit, not three; overlapping waits without a journal); the ledger names the
-    # checkpoint only after all three.
-    # A power cut may leave the row with a torn file no ledger record names: corrupt to
-    # `load`, skipped by resume. A kill leaves the file whole (written before the row).
-    synced = durable.write_unnamed(path, data)
+    # The file's and its directory's fsyncs run concurrently; its index row is written only
+    # once both are done, so a row always names a durable file, after a power cut too (a
+    # row fsynced beside them could outlive a torn file). A kill or a power cut before the
+    # row leaves a file no row names, which resume sets aside; the ledger names the
+    # checkpoint only after the row.
+    durable.write_unnamed(path, data)()
     if ready is not None:
-        synced()     # rollback's writes run meanwhile: the file is durable before `ready`
-        ready()
-        _index(store, index, path, data, fields, checkpoint, previous, run_state)
-    else:
-        try:
-            _index(store, index, path, data, fields, checkpoint, previous, run_state)
-        finally:
-            synced()
+        ready()      # rollback's writes ran meanwhile
+    _index(store, index, path, data, fields, checkpoint, previous, run_state)
     faults.point("checkpoint.after_index")
     trace.emit(store, "checkpoint", f"checkpoint.{kind}", session_id=session_id,
                duration_ms=tree.duration_ms + (time.perf_counter() - started) * 1000,
@@ -323,7 +317,6 @@ def _index(store: Store, index: Index, path: Path, data: bytes, fields: dict[str
     line = durable.encode_line(_camel(row_fields))
     cached = _READ.get(store.index_path)
     durable.append_jsonl(store.index_path, [_camel(row_fields)])
-    faults.point("checkpoint.between_fsyncs")
     index.rows.append(row)
     if cached is not None:
         _advance(store.index_path, cached, line, row)

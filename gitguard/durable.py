@@ -125,9 +125,8 @@ def write_unnamed(path: Path, data: bytes, mode: int = FILE_MODE) -> Callable[[]
     once both are durable (and removes the file when one failed). Their order does not
     matter: an entry without its data is a torn file, data without an entry no file.
     Concurrent, they wait for one journal commit (ext4, xfs) instead of two, or overlap
-    their waits where there is no journal. The caller says
-    what may be written before `wait` (checkpoints.write: its index row, fsynced beside
-    them; the ledger record that names the checkpoint comes after)."""
+    their waits where there is no journal. Nothing may name the file before `wait`
+    returns (checkpoints.write appends its index row only then)."""
     from gitguard import bgsync
 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)

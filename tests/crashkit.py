@@ -21,8 +21,7 @@ KNOWN_POINTS: tuple[str, ...] = (
     "jsonl.torn_write", "jsonl.after_fsync",
     *LEDGER_POINTS,
     "snapshot.after_update_index", "snapshot.after_tree", "snapshot.before_ref",
-    "checkpoint.before_file", "checkpoint.before_index", "checkpoint.between_fsyncs",
-    "checkpoint.after_index",
+    "checkpoint.before_file", "checkpoint.before_index", "checkpoint.after_index",
     "resume.before_checkpoint", "resume.after_checkpoint", "resume.after_mark",
     "resume.before_done",
 )

@@ -1,4 +1,4 @@
-"""Concurrent fsyncs (gitguard.bgsync, durable.write_unnamed, a checkpoint's three fsyncs),
+"""Concurrent fsyncs (gitguard.bgsync, durable.write_unnamed, a checkpoint's file and directory),
 the fsync counter, and the daemon's per-request cost report."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,11 +79,47 @@ def test_write_unnamed_leaves_the_whole_file_and_counts_two_fsyncs(tmp_path: Pat
     assert durable.FSYNCS.snapshot()[0] - before == 2       # the file and its directory
 
 
-def test_a_power_cut_between_the_concurrent_fsyncs_is_what_resume_handles(repo: Path) -> None:
-    """SIGKILL at checkpoint.between_fsyncs in `call end`, then the checkpoint file torn
-    as a power cut could leave it (its index row durable, its data not): no ledger record
-    names it, resume skips it as corrupt and takes the newest complete one, and the next
-    call begins and ends."""
+def test_a_checkpoint_row_is_written_only_after_its_file_and_directory_are_durable(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A power cut must never leave an index row naming a torn file: the row's append
+    starts only after the file's fsync and its directory's have returned."""
+    guard = Guard.init(repo)
+    events: list[str] = []
+    fsync, fsync_dir, append = durable.fsync, durable.fsync_dir, durable.append_jsonl
+    index_path = guard.store.index_path
+
+    def file_synced(fd: int) -> None:
+        fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".json"):
+            events.append("file")
+
+    def dir_synced(path: Path) -> None:
+        fsync_dir(path)
+        if path == guard.store.checkpoints_dir:
+            events.append("dir")
+
+    def appended(path: Path, records: Any) -> None:
+        if path == index_path:
+            events.append("row")
+        append(path, records)
+
+    monkeypatch.setattr(durable, "fsync", file_synced)
+    monkeypatch.setattr(durable, "fsync_dir", dir_synced)
+    monkeypatch.setattr(durable, "append_jsonl", appended)
+    for step in range(3):
+        (repo / "a.txt").write_text(f"{step}\n")
+        events.clear()
+        checkpoint = guard.checkpoint(kind="manual", step_id=f"s{step}")
+        assert events.index("row") > events.index("file") and \
+            events.index("row") > events.index("dir"), events
+        assert (guard.store.checkpoints_dir / f"{checkpoint.checkpoint_id}.json").is_file()
+
+
+def test_a_damaged_checkpoint_file_is_skipped_by_resume_and_named_by_verify(repo: Path
+                                                                           ) -> None:
+    """SIGKILL after a checkpoint's row (no ledger record names it yet), then its file
+    damaged: resume skips it as corrupt and takes the newest complete one, verify names
+    it, and the next call begins and ends."""
     guard = Guard.open(repo)
     guard.start_session("s1")
     first = guard.begin_call("Edit", {"file_path": "a.txt"}, writes=["a.txt"])
@@ -91,14 +128,14 @@ def test_a_power_cut_between_the_concurrent_fsyncs_is_what_resume_handles(repo: 
     second = guard.begin_call("Edit", {"file_path": "a.txt"}, writes=["a.txt"])
     (repo / "a.txt").write_text("two\n")
     killed = gg(repo, "call", "end", second.call_id, "--status", "succeeded", check=False,
-                env={"GITGUARD_FAULT": "checkpoint.between_fsyncs", **NO_DAEMON})
+                env={"GITGUARD_FAULT": "checkpoint.after_index", **NO_DAEMON})
     assert killed.returncode == -9
     index = (store_of(repo) / "checkpoints" / "index.jsonl").read_bytes().splitlines()
     torn_id = json.loads(index[-1])["data"]["checkpointId"]
     torn = store_of(repo) / "checkpoints" / f"{torn_id}.json"
     torn.write_bytes(torn.read_bytes()[:40])
     named = {e.post_checkpoint_id for e in Guard.open(repo).ledger()}
-    assert torn_id not in named, "the ledger never names a checkpoint before it is durable"
+    assert torn_id not in named, "the ledger never names a checkpoint before its row"
 
     result = json.loads(gg(repo, "resume", "--json", env=NO_DAEMON).stdout)
     assert result["checkpointId"] != torn_id
@@ -106,7 +143,7 @@ def test_a_power_cut_between_the_concurrent_fsyncs_is_what_resume_handles(repo: 
         in result["skipped"]
     assert second.call_id in result["uncertain"]
     problems = verify.report(Guard.open(repo).store, Guard.open(repo).snap).problems
-    assert any(torn_id in p for p in problems), "verify still names the torn checkpoint"
+    assert any(torn_id in p for p in problems), "verify names the damaged checkpoint"
 
     third = json.loads(gg(repo, "call", "begin", "--tool", "Edit", "--input",
                           '{"file_path": "b.txt"}', "--writes", "b.txt", "--json",
@@ -131,6 +168,7 @@ def test_the_daemon_reports_each_call_requests_cost(repo: Path) -> None:
     for row in rows:
         assert row["fsyncs"] >= 1 and row["wallMs"] > 0 and row["cpuMs"] > 0
         assert 0 < row["fsyncBusyMs"] <= row["fsyncMs"] + 1e-3
-    # begin: its input, its pre checkpoint (file, directory, index row), the ledger line
+    # begin: its input, its pre checkpoint (file and directory, then its index row), the ledger
+    # line
     assert rows[0]["fsyncs"] >= 2 and rows[1]["fsyncs"] >= 2
     assert report["fsyncs"] == sum(r["fsyncs"] for r in rows)
