@@ -281,7 +281,7 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     # row fsynced beside them could outlive a torn file). A kill or a power cut before the
     # row leaves a file no row names, which resume sets aside; the ledger names the
     # checkpoint only after the row.
-    durable.write_unnamed(path, data)()
+    durable.write_then_name(path, data)
     if ready is not None:
         ready()      # rollback's writes ran meanwhile
     _index(store, index, path, data, fields, checkpoint, previous, run_state)

@@ -115,18 +115,13 @@ def write_then_name(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     only a later durable record names, with its checksum (a checkpoint file and its index
     row). Until that record exists a torn or half-written file is an unnamed one, which no
     reader takes (recovery_scan sets such files aside), so atomic_write's temp file and
-    rename buy nothing here."""
-    write_unnamed(path, data, mode)()
+    rename buy nothing here. Nothing may name the file before this returns.
 
-
-def write_unnamed(path: Path, data: bytes, mode: int = FILE_MODE) -> Callable[[], None]:
-    """write_then_name whose two fsyncs, the file's and its directory's, run concurrently
-    on gitguard.bgsync's workers while the caller goes on; returns `wait`, which returns
-    once both are durable (and removes the file when one failed). Their order does not
-    matter: an entry without its data is a torn file, data without an entry no file.
-    Concurrent, they wait for one journal commit (ext4, xfs) instead of two, or overlap
-    their waits where there is no journal. Nothing may name the file before `wait`
-    returns (checkpoints.write appends its index row only then)."""
+    The two fsyncs run concurrently, the file's here and its directory's on a
+    gitguard.bgsync worker: their order does not matter (an entry without its data is a
+    torn file, data without an entry no file), and together they wait for one journal
+    commit (ext4, xfs) instead of two, or overlap their waits where there is no journal.
+    When one fails the file is removed and the failure raised."""
     from gitguard import bgsync
 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -139,21 +134,21 @@ def write_unnamed(path: Path, data: bytes, mode: int = FILE_MODE) -> Callable[[]
         os.close(fd)
         path.unlink(missing_ok=True)    # unnamed anyway; do not leave it half written
         raise
-
-    def file_sync() -> None:
-        try:
-            fsync(fd)
-        finally:
-            os.close(fd)
-    waits = [bgsync.run(file_sync), bgsync.run(lambda: fsync_dir(path.parent))]
-
-    def wait() -> None:
-        try:
-            bgsync.wait_all(waits)
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
-    return wait
+    directory_synced = bgsync.run(lambda: fsync_dir(path.parent))
+    failed: BaseException | None = None
+    try:
+        fsync(fd)
+    except BaseException as exc:  # noqa: BLE001 - raised below, after the directory's
+        failed = exc
+    finally:
+        os.close(fd)
+    try:
+        directory_synced()
+    except BaseException as exc:  # noqa: BLE001 - the first failure is raised below
+        failed = failed or exc
+    if failed is not None:
+        path.unlink(missing_ok=True)
+        raise failed
 
 
 def canonical_json(value: Any) -> bytes:

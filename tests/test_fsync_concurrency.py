@@ -1,4 +1,4 @@
-"""Concurrent fsyncs (gitguard.bgsync, durable.write_unnamed, a checkpoint's file and directory),
+"""Concurrent fsyncs (gitguard.bgsync, durable.write_then_name, a checkpoint's file and directory),
 the fsync counter, and the daemon's per-request cost report."""
 
 from __future__ import annotations
@@ -70,13 +70,23 @@ def test_the_counter_counts_every_fsync_and_overlapping_ones_once_in_busy(tmp_pa
     assert 0 < after[2] - busy_ns <= after[1] - wait_ns
 
 
-def test_write_unnamed_leaves_the_whole_file_and_counts_two_fsyncs(tmp_path: Path) -> None:
+def test_write_then_name_leaves_the_whole_file_and_counts_two_fsyncs(tmp_path: Path) -> None:
     data = os.urandom(100_000)
     before = durable.FSYNCS.snapshot()[0]
-    wait = durable.write_unnamed(tmp_path / "ckpt.json", data)
-    wait()
+    durable.write_then_name(tmp_path / "ckpt.json", data)
     assert (tmp_path / "ckpt.json").read_bytes() == data
     assert durable.FSYNCS.snapshot()[0] - before == 2       # the file and its directory
+
+
+def test_a_failed_fsync_leaves_no_file_and_is_raised(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(path: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(durable, "fsync_dir", broken)
+    with pytest.raises(OSError, match="Input/output error"):
+        durable.write_then_name(tmp_path / "ckpt.json", b"{}")
+    assert not (tmp_path / "ckpt.json").exists()
 
 
 def test_a_checkpoint_row_is_written_only_after_its_file_and_directory_are_durable(
