@@ -218,7 +218,11 @@ def worktree_bytes(repo: Path) -> dict[str, bytes]:
 
 
 def roll_back_call(repo: Path, call_id: str) -> subprocess.CompletedProcess[str]:
-    """`rollback-files --to` the call's pre checkpoint."""
+    """`rollback-files --to` the call's pre checkpoint (output decoded as the file system
+    names are: a path need not be UTF-8)."""
     pre = entry(repo, call_id)["preCheckpointId"]
     assert pre, f"{call_id} has no pre checkpoint"
-    return gg(repo, "rollback-files", "--to", pre, check=False)
+    proc = subprocess.run([sys.executable, "-m", "gitguard", "rollback-files", "--to", pre],
+                          cwd=repo, capture_output=True, env=dict(os.environ))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, os.fsdecode(proc.stdout),
+                                       os.fsdecode(proc.stderr))

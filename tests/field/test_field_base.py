@@ -3,6 +3,7 @@ call's patch reversible, the user's state and bytes kept, with and without the d
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from field.conftest import (
@@ -69,3 +70,26 @@ def test_sed_in_place_over_real_files(guard_mode: Field) -> None:
 
 def _read(path: Path) -> bytes | None:
     return path.read_bytes() if path.exists() else None
+
+
+def test_every_kind_of_change_real_tools_make(guard_mode: Field) -> None:
+    """One shell call that re-encodes a real module to UTF-16 (binary to git), copies one
+    to a non-UTF-8 name, links, makes a module executable and deletes another: its patch
+    reverses, and rolling it back restores every byte, link and mode."""
+    repo = guard_mode.repo
+    before = worktree_bytes(repo)
+    modes = {p: (repo / p).lstat().st_mode for p in before}
+    odd_name = os.fsdecode(b"src/click/typ\xe9s_latin1.py")
+    script = ("iconv -f UTF-8 -t UTF-16 src/click/core.py > src/click/core.utf16 && "
+              'cp src/click/types.py "$1" && ln -s core.py src/click/link.py && '
+              "chmod +x src/click/__init__.py && rm src/click/globals.py")
+    call = agent_shell(repo, tool("sh"), "-c", script, "sh", odd_name)
+    changed = {p["path"] for p in entry(repo, call)["filePatches"]}
+    assert changed == {"src/click/core.utf16", odd_name, "src/click/link.py",
+                       "src/click/__init__.py", "src/click/globals.py"}
+    guard_mode.assert_user_state_kept()
+    rolled = roll_back_call(repo, call)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert worktree_bytes(repo) == before
+    assert {p: (repo / p).lstat().st_mode for p in before} == modes
+    guard_mode.assert_user_state_kept()
