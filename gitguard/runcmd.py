@@ -66,10 +66,6 @@ class _Tee(threading.Thread):
     def size(self) -> int:
         return len(self.copy)
 
-    @property
-    def tail(self) -> bytes:
-        return bytes(self.copy[-TAIL:])
-
     def run(self) -> None:
         passing = True
         fd = self.source.fileno()
@@ -148,14 +144,16 @@ def run(guard: Guard, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[byte
     code, how = _exit_code(returncode)
     out, err = tees
     store = guard.store
-    for tee in tees:
-        store.write_artifact(tee.name, store.privacy.redact_bytes(bytes(tee.copy)),
-                             sync_dir=False)
+    stored = [store.privacy.redact_bytes(bytes(tee.copy)) for tee in tees]
+    for tee, data in zip(tees, stored, strict=True):
+        store.write_artifact(tee.name, data, sync_dir=False)
     store.sync_artifacts()      # durable before end_call's record names them
-    # The tails come last but one, so the ledger's error summary shows stderr's last lines
-    # (end_call redacts the result as it redacts every result).
+    # The tails come last but one, so the ledger's error summary shows stderr's last lines.
+    # Cut from the redacted streams: a tail cut first could start inside a token whose
+    # prefix (what the redactor recognises) it left out.
     result = (f"stdout: artifacts/{out.name} ({out.size} bytes), stderr: "
               f"artifacts/{err.name} ({err.size} bytes)\n"
-              + (out.tail + err.tail).decode(errors="replace") + f"\n{how}\n")
+              + b"".join(data[-TAIL:] for data in stored).decode(errors="replace")
+              + f"\n{how}\n")
     finished = guard.end_call(call_id, "succeeded" if returncode == 0 else "failed", result)
     return Ran(code, finished)

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from conftest import gg, git
 from daemons import alive, wait_for
 from gitguard import client, nativeclient
+from gitguard.api import Guard
 from gitguard.integrations import hooklog
 from gitstate import GitState
 
@@ -123,3 +125,17 @@ def test_each_problem_has_its_own_hint(repo: Path) -> None:
     assert human.stdout.count("  hint: ") == 2
     assert human.stderr.splitlines()[-1] == "Hint: each problem above has its own hint"
 
+
+
+def test_the_result_tail_holds_no_piece_of_a_redacted_token(repo: Path) -> None:
+    """The result keeps the output's last 4 KiB. Cut from the raw stream, the cut could
+    fall inside a token, past the prefix the redactor knows it by, and leave the rest of
+    the secret in the ledger's result; cut from the redacted stream it cannot."""
+    token = "sk-ant-api03-" + "Qw7Rt2Zx9Lp4" * 5
+    after = 4096 - (len(token) + 1 - 23)      # the raw tail starts 23 bytes into the token
+    program = f"import sys; sys.stdout.write({token!r} + '\\n' + 'y' * {after})"
+    gg(repo, "run", "--", sys.executable, "-c", program)
+    entry = json.loads(gg(repo, "ledger", "--json").stdout)[-1]
+    result = Guard.open(repo).store.read_artifact(entry["resultRef"])
+    assert b"y" * 100 in result
+    assert token[23:].encode() not in result and token[30:].encode() not in result
