@@ -20,8 +20,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gitguard demo
 
+# The memory check: glibc fills freed memory with a pattern (MALLOC_PERTURB_) and Python
+# allocates through malloc, so a buffer libgit2 reads after Python freed it shows as wrong
+# bytes or a crash instead of passing by luck. The tests that hand buffers to libgit2:
+# patches, snapshots, rollback, the daemon, and the field suite's large real files.
+MEMCHECK := tests/test_patchtext.py tests/test_snapshot.py tests/test_rollback.py \
+	tests/test_daemon_calls.py tests/field
+
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	MALLOC_PERTURB_=165 PYTHONMALLOC=malloc $(BIN)/python -m pytest -q -p no:cacheprovider $(MEMCHECK)
 
 check: $(STAMP)
 	$(BIN)/ruff check gitguard tests bench

@@ -95,7 +95,7 @@ def build(store_dir: Path, python: str | None = None) -> Path | None:
             return None
         if done.returncode != 0 or not output.is_file():
             return None
-        os.chmod(output, 0o755)
+        os.chmod(output, durable.EXEC_MODE)   # the hooks run it as the store's owner
         with contextlib.suppress(OSError):
             _fsync(output)
         os.replace(output, path(store_dir))

@@ -85,10 +85,16 @@ def _body(repo: pygit2.Repository, path: bytes, old: tuple[int, str] | None,
         name.encode("utf-8")
     except UnicodeEncodeError:
         name = ""       # only used to look up diff attributes; a raw name has none to find
-    patch = pygit2.Patch.create_from(_content(repo, old, known), _content(repo, new, known),
-                                     old_as_path=name, new_as_path=name,
+    # libgit2 keeps pointers into both buffers (and the names) and reads them again when
+    # `patch.data` formats the lines; pygit2 holds a reference only to Blob arguments, not to
+    # bytes. Passing temporaries read freed memory (a segfault on a 148 KB file, garbage
+    # bytes in smaller patches), so the buffers stay bound here until the text is copied out
+    # and the patch is freed first.
+    old_data, new_data = _content(repo, old, known), _content(repo, new, known)
+    patch = pygit2.Patch.create_from(old_data, new_data, old_as_path=name, new_as_path=name,
                                      flag=_FLAGS)
-    data = patch.data
+    data: bytes = patch.data
+    del patch
     found = [at for at in map(data.find, _BODY_STARTS) if at >= 0]
     return data[min(found) + 1:] if found else b""
 

@@ -2,7 +2,8 @@
 
 The call is classified by its command line (`npm publish` is never replayed), begun
 (durable before the command starts), the command's stdout and stderr pass through
-unchanged while a copy of each goes to the store as an artifact, signals sent to
+unchanged while a copy of each is kept and stored as an artifact once the command
+ends (redacted like every result, sealed when encryption is on, 0600), signals sent to
 gitguard reach the command, and its exit status becomes gitguard's. The child knows
 its call: GITGUARD_CALL_ID and GITGUARD_SESSION are set in its environment, so the
 git hooks attribute a `git checkout` it runs to this call, not to the user.
@@ -49,30 +50,33 @@ def _executable(argv0: str, cwd: Path) -> bool:
 
 
 class _Tee(threading.Thread):
-    """Copies one pipe to the terminal and to an artifact file, keeping the tail in memory."""
+    """Copies one pipe to the terminal and keeps a copy in memory for the artifact.
 
-    def __init__(self, source: IO[bytes], sink: IO[bytes], copy: Path) -> None:
+    The copy is stored only when the command has ended: a secret it printed is redacted
+    from the whole stream at once (a chunk boundary could split it), and nothing of it
+    reaches the disk unredacted. An artifact file written as the output arrived was
+    0644 and held every token in plain text."""
+
+    def __init__(self, source: IO[bytes], sink: IO[bytes], name: str) -> None:
         super().__init__(daemon=True)
-        self.source, self.sink, self.copy = source, sink, copy
-        self.tail = b""
-        self.size = 0
+        self.source, self.sink, self.name = source, sink, name
+        self.copy = bytearray()
+
+    @property
+    def size(self) -> int:
+        return len(self.copy)
 
     def run(self) -> None:
         passing = True
         fd = self.source.fileno()
-        with open(self.copy, "wb") as stored:
-            while chunk := os.read(fd, CHUNK):
-                stored.write(chunk)
-                self.size += len(chunk)
-                self.tail = (self.tail + chunk)[-TAIL:]
-                if passing:
-                    try:
-                        self.sink.write(chunk)
-                        self.sink.flush()
-                    except OSError:  # our reader went away (`| head`): keep recording
-                        passing = False
-            stored.flush()
-            os.fsync(stored.fileno())
+        while chunk := os.read(fd, CHUNK):
+            self.copy += chunk
+            if passing:
+                try:
+                    self.sink.write(chunk)
+                    self.sink.flush()
+                except OSError:  # our reader went away (`| head`): keep recording
+                    passing = False
 
 
 @contextmanager
@@ -129,9 +133,8 @@ def run(guard: Guard, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[byte
         failed = guard.end_call(call_id, "failed", f"could not start {argv[0]}: {exc.strerror}")
         return Ran(126 if isinstance(exc, PermissionError) else 127, failed)
     assert proc.stdout is not None and proc.stderr is not None
-    artifacts = guard.store.artifacts_dir
-    tees = [_Tee(proc.stdout, stdout, artifacts / f"stdout_{call_id}.txt"),
-            _Tee(proc.stderr, stderr, artifacts / f"stderr_{call_id}.txt")]
+    tees = [_Tee(proc.stdout, stdout, f"stdout_{call_id}.txt"),
+            _Tee(proc.stderr, stderr, f"stderr_{call_id}.txt")]
     with _forward_signals(proc):
         for tee in tees:
             tee.start()
@@ -140,9 +143,17 @@ def run(guard: Guard, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[byte
             tee.join()
     code, how = _exit_code(returncode)
     out, err = tees
+    store = guard.store
+    stored = [store.privacy.redact_bytes(bytes(tee.copy)) for tee in tees]
+    for tee, data in zip(tees, stored, strict=True):
+        store.write_artifact(tee.name, data, sync_dir=False)
+    store.sync_artifacts()      # durable before end_call's record names them
     # The tails come last but one, so the ledger's error summary shows stderr's last lines.
-    result = (f"stdout: artifacts/{out.copy.name} ({out.size} bytes), stderr: "
-              f"artifacts/{err.copy.name} ({err.size} bytes)\n"
-              + (out.tail + err.tail).decode(errors="replace") + f"\n{how}\n")
+    # Cut from the redacted streams: a tail cut first could start inside a token whose
+    # prefix (what the redactor recognises) it left out.
+    result = (f"stdout: artifacts/{out.name} ({out.size} bytes), stderr: "
+              f"artifacts/{err.name} ({err.size} bytes)\n"
+              + b"".join(data[-TAIL:] for data in stored).decode(errors="replace")
+              + f"\n{how}\n")
     finished = guard.end_call(call_id, "succeeded" if returncode == 0 else "failed", result)
     return Ran(code, finished)

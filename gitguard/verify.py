@@ -15,7 +15,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import checkpoints, durable, ledger, ledger_fold, ledger_segment
+from gitguard import checkpoints, durable, ledger, ledger_fold, ledger_segment, nativeclient
 from gitguard import messages as message_store
 from gitguard.errors import CorruptRecord, IllegalTransition, StoreError
 from gitguard.models import CheckpointIndexRow, LedgerEvent
@@ -24,13 +24,40 @@ from gitguard.snapshot import SESSION_REF, Snapshotter
 from gitguard.store import Store
 
 
+class Problem(str):
+    """One problem's text (a str, as callers and `--json` use it) with its own hint: what
+    to do about this kind of damage, which is not what to do about another kind."""
+
+    hint: str
+
+    def __new__(cls, text: str, hint: str) -> Problem:
+        made = super().__new__(cls, text)
+        made.hint = hint
+        return made
+
+
+RECORD_HINT = ("a line fails its checksum or does not parse: the file was edited or damaged "
+               "after gitguard wrote it; keep a copy of the store before changing anything")
+LEDGER_HINT = ("the ledger contradicts itself or the store (edited, or a file of the store "
+               "was removed); keep a copy of the store before changing anything")
+CHECKPOINT_HINT = ("`gitguard resume` skips corrupt or incomplete checkpoints and uses the "
+                   "newest complete one")
+REF_HINT = ("a refs/gitguard/ ref was moved or deleted outside gitguard; until it points at "
+            "its session's newest snapshot again, `git gc --prune` may delete checkpoints: "
+            "see `git for-each-ref refs/gitguard/`")
+MODE_HINT = ("run the chmod shown: the store holds the agent's inputs and outputs, so its "
+             "files are 0600, its directories and the hook client 0700")
+OWNER_HINT = ("run gitguard as the user who owns the repository, or give the store back to "
+              "that user (chown -R)")
+
+
 @dataclass
 class Report:
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def problems(store: Store, snap: Snapshotter) -> list[str]:
+def problems(store: Store, snap: Snapshotter) -> list[Problem]:
     return report(store, snap).problems
 
 
@@ -43,7 +70,7 @@ def report(store: Store, snap: Snapshotter) -> Report:
         try:
             read = _read_journal(journal, journal == store.ledger_path)
         except CorruptRecord as exc:
-            found.problems.append(exc.message)
+            found.problems.append(Problem(exc.message, RECORD_HINT))
             continue
         journals[journal.name] = read.records
         if read.torn:
@@ -52,7 +79,8 @@ def report(store: Store, snap: Snapshotter) -> Report:
     try:
         index = checkpoints.read_index(store)
     except (CorruptRecord, ValueError) as exc:
-        found.problems.append(f"the checkpoint index cannot be read: {exc}")
+        found.problems.append(Problem(f"the checkpoint index cannot be read: {exc}",
+                                      RECORD_HINT))
         return found
     last_seq = _check_ledger(store, journals.get(store.ledger_path.name), index, found)
     _check_checkpoints(store, snap, index, last_seq, found)
@@ -83,10 +111,12 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
         try:
             event = LedgerEvent.model_validate(record)
         except ValueError:
-            found.problems.append(f"ledger event seq {record.get('seq')} does not parse")
+            found.problems.append(Problem(f"ledger event seq {record.get('seq')} does not parse",
+                                          RECORD_HINT))
             continue
         if event.seq <= last_seq:
-            found.problems.append(f"ledger seq {event.seq} follows {last_seq}: not increasing")
+            found.problems.append(Problem(
+                f"ledger seq {event.seq} follows {last_seq}: not increasing", LEDGER_HINT))
         last_seq = max(last_seq, event.seq)
         entry = event.entry
         if entry is None:
@@ -94,31 +124,36 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
         try:
             ledger.check_transition(current.get(entry.call_id), entry.status, entry.call_id)
         except IllegalTransition as exc:
-            found.problems.append(f"ledger seq {event.seq}: {exc.message}")
+            found.problems.append(Problem(f"ledger seq {event.seq}: {exc.message}",
+                                          LEDGER_HINT))
         current[entry.call_id] = entry
         for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
             if checkpoint_id is not None and checkpoint_id not in ids \
                     and checkpoint_id not in pruned:
-                found.problems.append(f"{entry.call_id} names checkpoint {checkpoint_id}, "
-                                      "which is not in the index")
+                found.problems.append(Problem(
+                    f"{entry.call_id} names checkpoint {checkpoint_id}, which is not in the "
+                    "index", LEDGER_HINT))
     for entry in current.values():
         refs = [entry.input_ref, entry.result_ref, *(p.patch_ref for p in entry.file_patches)]
         for ref in dict.fromkeys(r for r in refs if r):
             trouble = _artifact_trouble(store, ref)
             if trouble is not None:
-                found.problems.append(f"{entry.call_id} names {ref}, {trouble}")
+                found.problems.append(Problem(f"{entry.call_id} names {ref}, {trouble[0]}",
+                                              trouble[1]))
     return last_seq
 
 
-def _artifact_trouble(store: Store, ref: str) -> str | None:
+def _artifact_trouble(store: Store, ref: str) -> tuple[str, str] | None:
     """None when it reads: its file, a journal's line, or the bundle `gitguard gc` moved it
-    into (gitguard.artifact_bundle); else what is wrong with it."""
+    into (gitguard.artifact_bundle); else what is wrong with it and the hint for that."""
+    missing = ("which is missing", LEDGER_HINT)
     try:
-        return None if store.has_artifact(ref) else "which is missing"
+        return None if store.has_artifact(ref) else missing
     except CorruptRecord:
-        return "whose journal line fails its checksum: edited or damaged since it was written"
+        return ("whose journal line fails its checksum: edited or damaged since it was "
+                "written", RECORD_HINT)
     except (StoreError, OSError):
-        return "which is missing"
+        return missing
 
 
 def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index,
@@ -127,29 +162,34 @@ def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index
     seen: set[str] = set()
     for row in index.rows:
         if row.checkpoint_id in seen:
-            found.problems.append(f"checkpoint {row.checkpoint_id} is indexed twice")
+            found.problems.append(Problem(f"checkpoint {row.checkpoint_id} is indexed twice",
+                                          CHECKPOINT_HINT))
         seen.add(row.checkpoint_id)
         try:
             checkpoint = checkpoints.load(store, row, open_state=False)
         except CorruptRecord as exc:
-            found.problems.append(exc.message)
+            found.problems.append(Problem(exc.message, CHECKPOINT_HINT))
             continue
         if (checkpoint.checkpoint_id, checkpoint.session_id, checkpoint.kind,
                 checkpoint.snapshot_commit) != (row.checkpoint_id, row.session_id, row.kind,
                                                 row.snapshot_commit):
-            found.problems.append(f"checkpoint {row.checkpoint_id}: its file and its index row "
-                                  "disagree")
+            found.problems.append(Problem(
+                f"checkpoint {row.checkpoint_id}: its file and its index row disagree",
+                CHECKPOINT_HINT))
         if checkpoint.ledger_seq > last_seq:
-            found.problems.append(f"checkpoint {row.checkpoint_id} is at ledger seq "
-                                  f"{checkpoint.ledger_seq}, past the ledger's last {last_seq}")
+            found.problems.append(Problem(
+                f"checkpoint {row.checkpoint_id} is at ledger seq {checkpoint.ledger_seq}, "
+                f"past the ledger's last {last_seq}", CHECKPOINT_HINT))
         commit = repo.get(checkpoint.snapshot_commit)
         if not isinstance(commit, pygit2.Commit):
-            found.problems.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
-                                  f"{checkpoint.snapshot_commit[:12]} is missing")
+            found.problems.append(Problem(
+                f"checkpoint {row.checkpoint_id}: snapshot commit "
+                f"{checkpoint.snapshot_commit[:12]} is missing", CHECKPOINT_HINT))
         for oid in checkpoint.message_refs:
             if oid not in repo:
-                found.problems.append(f"checkpoint {row.checkpoint_id}: message blob {oid[:12]} "
-                                      "is missing")
+                found.problems.append(Problem(
+                    f"checkpoint {row.checkpoint_id}: message blob {oid[:12]} is missing",
+                    CHECKPOINT_HINT))
     for path in incomplete_files(store, index):
         found.notes.append(f"checkpoints/{path.name} has no index row: an incomplete checkpoint "
                            "left by a crash (resume reports it and moves it aside)")
@@ -168,7 +208,7 @@ def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> N
         if name.startswith("refs/gitguard/"):
             target = repo.references[name].target
             if not isinstance(repo.get(target), pygit2.Commit):
-                found.problems.append(f"{name} does not point at a commit")
+                found.problems.append(Problem(f"{name} does not point at a commit", REF_HINT))
     # An interrupted `gitguard gc` holds rewritten chains under refs/gitguard/gc/ until it
     # moves the session refs: those commits are just as safe from `git gc`.
     held_by_gc: set[str] = set()
@@ -182,12 +222,13 @@ def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> N
             chain = _chain(repo, SESSION_REF + row.session_id)
             reachable[row.session_id] = chain = chain | held_by_gc if chain else chain
         if not chain:
-            found.problems.append(f"session {row.session_id} has checkpoints but no snapshot ref")
+            found.problems.append(Problem(
+                f"session {row.session_id} has checkpoints but no snapshot ref", REF_HINT))
             reachable[row.session_id] = {""}   # report the missing ref once
         elif row.snapshot_commit not in chain and "" not in chain:
-            found.problems.append(f"checkpoint {row.checkpoint_id}: snapshot commit "
-                                  f"{row.snapshot_commit[:12]} is not reachable from "
-                                  f"{SESSION_REF}{row.session_id}")
+            found.problems.append(Problem(
+                f"checkpoint {row.checkpoint_id}: snapshot commit {row.snapshot_commit[:12]} "
+                f"is not reachable from {SESSION_REF}{row.session_id}", REF_HINT))
 
 
 def _chain(repo: pygit2.Repository, ref_name: str) -> set[str]:
@@ -198,7 +239,7 @@ def _chain(repo: pygit2.Repository, ref_name: str) -> set[str]:
 
 
 def _unheld_messages(store: Store, repo: pygit2.Repository,
-                     rows: list[CheckpointIndexRow]) -> list[str]:
+                     rows: list[CheckpointIndexRow]) -> list[Problem]:
     """Message blobs that no messages ref holds: `git gc` would delete them."""
     held: set[str] = set()
     for name in repo.references:
@@ -215,8 +256,8 @@ def _unheld_messages(store: Store, repo: pygit2.Repository,
             continue
         missing = [m for m in checkpoint.message_refs if m not in held]
         if missing:
-            found.append(f"checkpoint {row.checkpoint_id}: {len(missing)} message blob(s) "
-                         "held by no gitguard ref")
+            found.append(Problem(f"checkpoint {row.checkpoint_id}: {len(missing)} message "
+                                 "blob(s) held by no gitguard ref", REF_HINT))
     return found
 
 
@@ -230,8 +271,9 @@ def held_blobs(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
     return held
 
 
-def permission_problems(store: Store) -> list[str]:
-    """Store files must be 0600 and directories 0700, owned by the user running gitguard.
+def permission_problems(store: Store) -> list[Problem]:
+    """Store files must be 0600, directories and the native hook client 0700 (it is run
+    by the hooks: executable, by its owner only), all owned by the user running gitguard.
 
     A private object store (outside git) is checked at its top directory: git decides
     the modes inside it, and a 0700 directory already keeps everyone else out.
@@ -240,12 +282,14 @@ def permission_problems(store: Store) -> list[str]:
         return []
     found = []
     uid = os.getuid()
+    client = nativeclient.path(store.root)
     for directory, dirs, files in os.walk(store.root):
         here = Path(directory)
         if here == store.ws.git_dir and not store.ws.is_git:
             dirs[:], files = [], []
-        for path, expected in [(here, durable.DIR_MODE), *((here / f, durable.FILE_MODE)
-                                                         for f in files)]:
+        for path, expected in [(here, durable.DIR_MODE), *(
+                (here / f, durable.EXEC_MODE if here / f == client else durable.FILE_MODE)
+                for f in files)]:
             try:
                 info = os.lstat(path)
             except FileNotFoundError:
@@ -253,8 +297,9 @@ def permission_problems(store: Store) -> list[str]:
             mode = stat.S_IMODE(info.st_mode)
             ok = (mode & 0o077 == 0) if stat.S_ISSOCK(info.st_mode) else mode == expected
             if not ok:
-                found.append(f"{path} is {mode:04o}, should be {expected:04o} "
-                             f"(fix: chmod {expected:o} {path})")
+                found.append(Problem(f"{path} is {mode:04o}, should be {expected:04o} "
+                                     f"(fix: chmod {expected:o} {path})", MODE_HINT))
             if info.st_uid != uid:
-                found.append(f"{path} belongs to uid {info.st_uid}, not to you ({uid})")
+                found.append(Problem(f"{path} belongs to uid {info.st_uid}, not to you ({uid})",
+                                     OWNER_HINT))
     return found

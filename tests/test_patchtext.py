@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import pygit2
 
 from gitguard.patchtext import _quoted, render
 from gitguard.treediff import diff_trees
+from realfiles import LARGE_MODULES, module_file
 
 Files = dict[bytes, tuple[int, bytes]]      # path -> (mode, content); 160000: a gitlink id
 
@@ -69,6 +74,7 @@ BEFORE: Files = {
     b"dir/file_becomes_dir": (0o100644, b"f\n"),
     b"caf\xc3\xa9.txt": (0o100644, b"utf-8 name\n"),
     b"latin\xe9.txt": (0o100644, b"latin-1 name\n"),
+    b"latin1_content.txt": (0o100644, b"na\xefve\ncaf\xe9\n"),
     b"name with space.txt": (0o100644, b"s\n"),
     b'quote"back\\slash\ttab': (0o100644, b"odd\n"),
     b"sub": (0o160000, SUB_1),
@@ -88,6 +94,7 @@ AFTER: Files = {
     b"dir/file_becomes_dir/inner.txt": (0o100644, b"inner\n"),
     b"caf\xc3\xa9.txt": (0o100644, b"changed\n"),
     b"latin\xe9.txt": (0o100644, b"changed too\n"),
+    b"latin1_content.txt": (0o100644, b"na\xefve\ncaf\xe9 cr\xe8me\n"),
     b"name with space.txt": (0o100644, b"s2\n"),
     b'quote"back\\slash\ttab': (0o100644, b"odder\n"),
     b"new_empty": (0o100644, b""),
@@ -161,3 +168,90 @@ def test_quoting_is_decided_per_byte_as_git_decides() -> None:
         plain = not (c < 0x20 or c >= 0x7F or c in (0x22, 0x5C))
         assert (_quoted(name) == name) is plain, c
     assert _quoted("caf\udce9 x".encode(errors="surrogateescape")) == b'"caf\\351 x"'
+
+
+_LITERAL = re.compile(rb"^(literal|delta) (\d+)$")
+
+
+def _inflated(patch: bytes) -> bytes:
+    """The patch with each binary literal replaced by its inflated bytes: libgit2 deflates
+    with another zlib level than git, so the base85 lines differ while the data is equal."""
+    out: list[bytes] = []
+    lines = iter(patch.split(b"\n"))
+    for line in lines:
+        out.append(line)
+        if _LITERAL.match(line):
+            packed = b""
+            for data in lines:
+                if not data:
+                    break
+                size = data[0] - (ord("A") - 1 if data[0] <= ord("Z") else ord("a") - 27)
+                packed += base64.b85decode(data[1:])[:size]
+            out.append(zlib.decompress(packed).hex().encode())
+            out.append(b"")
+    return b"\n".join(out)
+
+
+def _real_edits() -> tuple[Files, Files]:
+    """Large modules nobody here wrote, each edited the way an agent edits: a renamed
+    function, lines inserted in the middle, the tail cut, and one module deleted."""
+    before: Files = {}
+    after: Files = {}
+    for i, name in enumerate(LARGE_MODULES):
+        data = module_file(name).read_bytes()
+        path = b"real/%d_%s" % (i, name.replace(".", "_").encode() + b".py")
+        before[path] = (0o100644, data)
+        lines = data.splitlines(keepends=True)
+        middle = len(lines) // 2
+        edited = (b"".join(lines[:middle]).replace(b"def ", b"def  ", 3)
+                  + b"# inserted by the agent\n" * 3 + b"".join(lines[middle:-40]))
+        if i != len(LARGE_MODULES) - 1:
+            after[path] = (0o100644, edited)
+    after[b"real/new_copy.py"] = (0o100755, module_file(LARGE_MODULES[0]).read_bytes())
+    return before, after
+
+
+def test_every_patch_is_git_diff_tree_output(tmp_path: Path) -> None:
+    """Headers and hunks byte for byte what git prints for the same two trees, for every
+    kind of change and for large real files; binary literals equal once inflated."""
+    real_before, real_after = _real_edits()
+    before, after = {**BEFORE, **real_before}, {**AFTER, **real_after}
+    repo = tmp_path / "r"
+    _git(tmp_path, "init", "-q", str(repo))
+    pre, post = _tree(repo, before), _tree(repo, after)
+    git_repo = pygit2.Repository(str(repo))
+    mine = render(git_repo, diff_trees(git_repo, pre, post))
+    theirs = _git(repo, "-c", "core.quotePath=true", "diff-tree", "-p", "--binary",
+                  "--full-index", "--no-renames", "--no-color", pre, post)
+    assert b"GIT binary patch" in mine and b"+# inserted by the agent" in mine
+    assert _inflated(mine) == _inflated(theirs)
+    assert _applied(repo, post, mine, reverse=True) == pre
+
+
+_RENDER_IN_A_CHILD = """
+import sys, pygit2
+from gitguard.patchtext import render
+from gitguard.treediff import diff_trees
+repo = pygit2.Repository(sys.argv[1])
+sys.stdout.buffer.write(render(repo, diff_trees(repo, sys.argv[2], sys.argv[3])))
+"""
+
+
+def test_large_real_file_patches_read_no_freed_memory(tmp_path: Path) -> None:
+    """With glibc scribbling over freed memory, the patch of an edit of click's core.py is
+    still git's. The bytes handed to libgit2 were temporaries: pygit2 keeps no reference
+    to them and `patch.data` read freed memory (a segfault here, garbage bytes in a
+    patch when the memory was not reused yet)."""
+    before, after = _real_edits()
+    repo = tmp_path / "r"
+    _git(tmp_path, "init", "-q", str(repo))
+    pre, post = _tree(repo, before), _tree(repo, after)
+    child = subprocess.run([sys.executable, "-c", _RENDER_IN_A_CHILD, str(repo), pre, post],
+                           capture_output=True,
+                           env={**os.environ, "MALLOC_PERTURB_": "165",
+                                "PYTHONMALLOC": "malloc"})
+    assert child.returncode == 0, child.stderr.decode(errors="replace")[-2000:]
+    theirs = _git(repo, "diff-tree", "-p", "--binary", "--full-index", "--no-renames",
+                  "--no-color", pre, post)
+    assert child.stdout == theirs
+    assert _applied(repo, post, child.stdout, reverse=True) == pre

@@ -89,15 +89,21 @@ def verify(ctx: Ctx, as_json: bool) -> None:
     checked = verify_mod.report(guard.store, guard.snap)
     found = checked.problems + verify_mod.permission_problems(guard.store)
 
+    hints = dict.fromkeys(p.hint for p in found)
+
     def human() -> None:
-        for line in found:
-            click.echo(line)
+        for problem in found:
+            click.echo(problem)
+            if len(hints) > 1:      # one kind of problem: its hint is the error's own
+                click.echo(f"  hint: {problem.hint}")
         for line in checked.notes:
             click.echo(f"note: {line}")
         if not found:
             click.echo("store ok")
 
-    emit({"ok": not found, "problems": found, "notes": checked.notes}, as_json, human)
+    emit({"ok": not found, "problems": found, "hints": [p.hint for p in found],
+          "notes": checked.notes}, as_json, human)
     if found:
         raise GitguardError(f"the store has {len(found)} problem(s)",
-                            "see the list above; `gitguard resume` skips corrupt checkpoints")
+                            next(iter(hints)) if len(hints) == 1
+                            else "each problem above has its own hint")

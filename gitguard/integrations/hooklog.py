@@ -6,7 +6,7 @@ import os
 import traceback
 from pathlib import Path
 
-from gitguard import clock
+from gitguard import clock, durable
 
 LOG_NAME = "hook-errors.log"
 
@@ -18,7 +18,9 @@ def log_failure(store_root: Path | None, what: str, exc: BaseException) -> str:
     candidates.append(Path(os.environ.get("TMPDIR", "/tmp")) / f"gitguard-{LOG_NAME}")
     for target in candidates:
         try:
-            with open(target, "a", encoding="utf-8", errors="replace") as fh:
+            # 0600 like every store file: a traceback can quote the payload it choked on
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, durable.FILE_MODE)
+            with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as fh:
                 fh.write(text)
             return str(target)
         except OSError:
