@@ -71,6 +71,7 @@ class Case:
     target: str = ""
     first: bool = False
     needs_repo: bool = True  # False: ctx.repo is an empty directory, no copy is made
+    once: bool = False  # run on the first size only (what it measures does not scale)
 
 
 _REGISTRY: dict[str, Case] = {}
@@ -87,12 +88,14 @@ CaseFn = Callable[[CaseContext], Measurement]
 
 
 def case(
-    name: str, group: str, target: str = "", first: bool = False, needs_repo: bool = True
+    name: str, group: str, target: str = "", first: bool = False, needs_repo: bool = True,
+    once: bool = False,
 ) -> Callable[[CaseFn], CaseFn]:
     """Decorator form of `register`."""
 
     def wrap(fn: CaseFn) -> CaseFn:
-        register(Case(name, group, fn, target=target, first=first, needs_repo=needs_repo))
+        register(Case(name, group, fn, target=target, first=first, needs_repo=needs_repo,
+                      once=once))
         return fn
 
     return wrap

@@ -12,6 +12,7 @@ from typing import Any
 from bench.anchors import GIT_STATUS, SHADOW_FIRST, SHADOW_PER_CALL
 from bench.cases import Case, Measurement
 from bench.cases_daemon import GG_DAEMON_CALL
+from bench.cases_history import GG_HISTORY
 from bench.gitguard_cases import GG_CLI_PER_CALL, GG_FIRST, GG_PER_CALL
 
 
@@ -187,7 +188,9 @@ def verdict(rows: list[Row]) -> list[str]:
             if r.size != size or r.case in done or r.status != "ok" or r.median_ms is None:
                 continue
             limit = time_limit_ms(r.target)
-            if limit is not None:
+            if r.case == GG_HISTORY:            # its note holds both figures and verdicts
+                lines.append(f"[{size}] {r.case}: {r.note}")
+            elif limit is not None:
                 met = "met" if r.median_ms < limit or (
                     r.median_ms == limit and r.target.startswith("<=")) else "MISSED"
                 lines.append(f"[{size}] {r.case}: {fmt_time(r.median_ms)} "

@@ -25,6 +25,7 @@ from typing import Any
 from bench import (  # noqa: F401 - importing registers their cases
     anchors,
     cases_daemon,
+    cases_history,
     cases_hooks,
     cases_resume,
     cases_rollback,
@@ -121,6 +122,8 @@ def run_sizes(args: argparse.Namespace, cases: list[Case], runner: Runner, rows:
         log(f"[{size}] repository {info.why}: {info.tracked} tracked, {info.ignored} ignored, "
             f"{info.untracked} untracked files; generation took {info.generated_seconds:.1f} s")
         for c in cases:
+            if c.once and size != args.size_list[0]:
+                continue
             row = runner.run_case(c, info)
             log(f"[{size}] {c.name}: {row.status}"
                 + (f", median {row.median_ms:.1f} ms" if row.median_ms is not None else ""))

@@ -227,8 +227,9 @@ def _corrupt(ledger_path: Path, folded: Fold, lines: list[bytes], number: int,
              what: str) -> CorruptRecord:
     byte = folded.offset + sum(len(line) + 1 for line in lines[:number])
     return CorruptRecord(f"{ledger_path.name} line {folded.lines + number + 1} (byte {byte}) "
-                         f"{what}", "run `gitguard verify`; the file was changed by something "
-                         "other than gitguard")
+                         f"{what}", "something other than gitguard changed the file; "
+                         "`gitguard repair` sets damaged lines aside (nothing is deleted) "
+                         "and work goes on")
 
 
 def _load(cache: Path, raw: bytes, end: int) -> Fold | None:

@@ -7,7 +7,41 @@ import contextlib
 import io
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping
+
+
+class _Sink(io.BufferedIOBase):
+    """Where a request's stdout or stderr bytes go: the current request's buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target = io.BytesIO()
+
+    @property
+    def name(self) -> str:
+        return "<request output>"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes, /) -> int:    # type: ignore[override]
+        return self.target.write(data)
+
+
+class _Outputs(threading.local):
+    """One stdout and one stderr text stream per worker thread, pointed at each request's
+    buffers in turn. A text stream made per request leaked: click caches a writer per
+    `sys.stdout` object in a WeakKeyDictionary whose value is that same object, so none
+    was ever freed (1.2 MB of the daemon's growth per 1,000 CLI calls)."""
+
+    def __init__(self) -> None:
+        self.sinks = (_Sink(), _Sink())
+        self.streams = tuple(io.TextIOWrapper(sink, encoding="utf-8", errors="surrogateescape",
+                                              write_through=True) for sink in self.sinks)
+
+
+_OUTPUTS = _Outputs()
 
 
 @contextlib.contextmanager
@@ -16,22 +50,24 @@ def client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
     """Run as the client would: its directory, environment and stdin; output captured.
     Only the worker thread does this, one request at a time."""
     out, err = io.BytesIO(), io.BytesIO()
+    outputs = _OUTPUTS
+    outputs.sinks[0].target, outputs.sinks[1].target = out, err
     saved = (sys.stdin, sys.stdout, sys.stderr, os.getcwd(), _snapshot())
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
-    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape",
-                                  write_through=True)
-    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", errors="surrogateescape",
-                                  write_through=True)
+    sys.stdout, sys.stderr = outputs.streams
     try:
         os.chdir(cwd)
         if env is not None:
             set_environ(env)
         yield out, err
     finally:
-        for stream in (sys.stdin, sys.stdout, sys.stderr):
+        for stream in outputs.streams:
             with contextlib.suppress(ValueError):
                 stream.flush()
-                stream.detach()     # keep the BytesIO open: the wrapper would close it
+        for sink in outputs.sinks:
+            sink.target = io.BytesIO()          # the request's buffers are its caller's now
+        with contextlib.suppress(ValueError):
+            sys.stdin.detach()
         sys.stdin, sys.stdout, sys.stderr = saved[0], saved[1], saved[2]
         os.chdir(saved[3])
         if env is not None:

@@ -38,6 +38,9 @@ class Problem(str):
 
 RECORD_HINT = ("a line fails its checksum or does not parse: the file was edited or damaged "
                "after gitguard wrote it; keep a copy of the store before changing anything")
+REPAIR_HINT = ("a ledger line was edited, moved or deleted outside gitguard: `gitguard repair` "
+               "sets damaged lines aside in quarantine/ (nothing is deleted), puts moved ones "
+               "back in order and marks the calls they touched uncertain")
 LEDGER_HINT = ("the ledger contradicts itself or the store (edited, or a file of the store "
                "was removed); keep a copy of the store before changing anything")
 CHECKPOINT_HINT = ("`gitguard resume` skips corrupt or incomplete checkpoints and uses the "
@@ -70,7 +73,8 @@ def report(store: Store, snap: Snapshotter) -> Report:
         try:
             read = _read_journal(journal, journal == store.ledger_path)
         except CorruptRecord as exc:
-            found.problems.append(Problem(exc.message, RECORD_HINT))
+            found.problems.append(Problem(exc.message, REPAIR_HINT if journal ==
+                                          store.ledger_path else RECORD_HINT))
             continue
         journals[journal.name] = read.records
         if read.torn:
@@ -98,34 +102,42 @@ def _read_journal(path: Path, is_ledger: bool) -> durable.JsonlRead:
 
 
 def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: checkpoints.Index,
-                  found: Report) -> int:
-    """Seqs strictly increase, every event parses, each call's statuses follow TRANSITIONS,
-    and every checkpoint and artifact an entry names exists. Returns the last seq."""
+                  found: Report) -> int | None:
+    """Seqs increase one by one (a gap is a deleted line, unless a repair recorded it),
+    every event parses, each call's statuses follow TRANSITIONS, and every checkpoint and
+    artifact an entry names exists. Returns the last seq (None: the ledger is unreadable)."""
     if records is None:
-        return 0
+        return None
     ids = {row.checkpoint_id for row in index.rows}
     pruned = checkpoints.pruned_ids(store)
-    last_seq = 0
+    last_seq, gaps, repaired = _check_seqs(records, found)
     current: dict[str, Any] = {}
-    for record in ledger_fold.expanded(records):    # each change merged into a whole entry
+    # In seq order: lines moved out of place are reported once above, not as a cascade of
+    # broken transitions.
+    ordered = sorted(records, key=lambda r: r["seq"] if isinstance(r.get("seq"), int) else 0)
+    for record in ledger_fold.expanded(ordered):    # each change merged into a whole entry
+        if "change" in record:
+            found.problems.append(Problem(
+                f"ledger seq {record.get('seq')} changes call "
+                f"{(record.get('change') or {}).get('callId')}, whose first line is missing",
+                REPAIR_HINT))
+            continue
         try:
             event = LedgerEvent.model_validate(record)
         except ValueError:
             found.problems.append(Problem(f"ledger event seq {record.get('seq')} does not parse",
                                           RECORD_HINT))
             continue
-        if event.seq <= last_seq:
-            found.problems.append(Problem(
-                f"ledger seq {event.seq} follows {last_seq}: not increasing", LEDGER_HINT))
-        last_seq = max(last_seq, event.seq)
         entry = event.entry
         if entry is None:
             continue
-        try:
-            ledger.check_transition(current.get(entry.call_id), entry.status, entry.call_id)
-        except IllegalTransition as exc:
-            found.problems.append(Problem(f"ledger seq {event.seq}: {exc.message}",
-                                          LEDGER_HINT))
+        if "repairedBy" not in (event.detail or {}):    # a repair rebuilds a state whole
+            try:
+                ledger.check_transition(current.get(entry.call_id), entry.status,
+                                        entry.call_id)
+            except IllegalTransition as exc:
+                found.problems.append(Problem(f"ledger seq {event.seq}: {exc.message}",
+                                              LEDGER_HINT))
         current[entry.call_id] = entry
         for checkpoint_id in (entry.pre_checkpoint_id, entry.post_checkpoint_id):
             if checkpoint_id is not None and checkpoint_id not in ids \
@@ -133,6 +145,11 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
                 found.problems.append(Problem(
                     f"{entry.call_id} names checkpoint {checkpoint_id}, which is not in the "
                     "index", LEDGER_HINT))
+    for first, last in gaps:
+        if not any(a <= first and last <= b for a, b in repaired):
+            seqs = str(first) if first == last else f"{first}-{last}"
+            found.problems.append(Problem(f"ledger seq {seqs} is missing: a line was deleted",
+                                          REPAIR_HINT))
     for entry in current.values():
         refs = [entry.input_ref, entry.result_ref, *(p.patch_ref for p in entry.file_patches)]
         for ref in dict.fromkeys(r for r in refs if r):
@@ -141,6 +158,33 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
                 found.problems.append(Problem(f"{entry.call_id} names {ref}, {trouble[0]}",
                                               trouble[1]))
     return last_seq
+
+
+def _check_seqs(records: list[dict[str, Any]], found: Report
+                ) -> tuple[int, list[tuple[int, int]], list[tuple[int, int]]]:
+    """Each line's seq is the one before plus one. Returns the last seq, the gaps (runs of
+    missing seqs) and the runs a `gitguard repair` recorded as gone."""
+    last_seq = 0
+    repaired: list[tuple[int, int]] = []
+    for record in records:
+        seq = record.get("seq")
+        if not isinstance(seq, int):
+            continue                    # reported as not parsing
+        if seq <= last_seq:
+            found.problems.append(Problem(f"ledger seq {seq} comes after seq {last_seq}: "
+                                          "lines are out of order or repeated", REPAIR_HINT))
+        last_seq = max(last_seq, seq)
+        detail = record.get("detail")
+        repair = detail.get("repair") if isinstance(detail, dict) else None
+        if isinstance(repair, dict):
+            repaired += [(int(a), int(b)) for a, b in repair.get("gaps", ())]
+    gaps: list[tuple[int, int]] = []
+    previous = 0
+    for seq in sorted({r["seq"] for r in records if isinstance(r.get("seq"), int)}):
+        if seq > previous + 1:
+            gaps.append((previous + 1, seq - 1))
+        previous = seq
+    return last_seq, gaps, repaired
 
 
 def _artifact_trouble(store: Store, ref: str) -> tuple[str, str] | None:
@@ -157,7 +201,7 @@ def _artifact_trouble(store: Store, ref: str) -> tuple[str, str] | None:
 
 
 def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index,
-                       last_seq: int, found: Report) -> None:
+                       last_seq: int | None, found: Report) -> None:
     repo = snap.repo
     seen: set[str] = set()
     for row in index.rows:
@@ -176,7 +220,7 @@ def _check_checkpoints(store: Store, snap: Snapshotter, index: checkpoints.Index
             found.problems.append(Problem(
                 f"checkpoint {row.checkpoint_id}: its file and its index row disagree",
                 CHECKPOINT_HINT))
-        if checkpoint.ledger_seq > last_seq:
+        if last_seq is not None and checkpoint.ledger_seq > last_seq:
             found.problems.append(Problem(
                 f"checkpoint {row.checkpoint_id} is at ledger seq {checkpoint.ledger_seq}, "
                 f"past the ledger's last {last_seq}", CHECKPOINT_HINT))

@@ -19,7 +19,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "ledger": ("query", "ledger"), "diff": ("query", "diff"), "verify": ("query", "verify"),
     "demo": ("demo", "demo"),
     "resume": ("recovery", "resume"), "explain": ("recovery", "explain"),
-    "reconcile": ("recovery", "reconcile"),
+    "reconcile": ("recovery", "reconcile"), "repair": ("recovery", "repair"),
     "gc": ("gc", "gc"), "pin": ("gc", "pin"), "trace": ("trace", "trace"), "key": ("key", "key"),
     "hooks": ("hooks", "hooks"), "hook": ("hooks", "hook"),
     "integrate": ("integrate", "integrate"), "run": ("run", "run"),

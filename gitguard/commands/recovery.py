@@ -77,3 +77,46 @@ def reconcile(ctx: Ctx, call_id: str, status: str, note: str | None, as_json: bo
     settled = ctx.guard.reconcile(call_id, status, note)
     emit(settled.to_json(), as_json,
          lambda: click.echo(f"{settled.call_id} is now {settled.status}"))
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be set aside; change nothing.")
+@json_option
+@pass_ctx
+def repair(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
+    """Set damaged ledger lines aside so work can go on; nothing is deleted.
+
+    Lines whose checksum fails, that repeat a seq or change a call whose first line is
+    gone move, byte for byte, into quarantine/ in the store; lines out of order go back in
+    order; deleted lines are recorded. Every call such a line may have belonged to, and
+    that had not finished, becomes uncertain: settle it with `gitguard reconcile`.
+
+    Example: gitguard repair --dry-run
+    """
+    from gitguard import ledger_repair
+
+    done = ledger_repair.repair(ctx.guard.store, dry_run=dry_run)
+
+    def human() -> None:
+        if not done.changed:
+            click.echo("nothing to repair: every ledger line reads and the seqs follow")
+            return
+        verb = "would set" if dry_run else "set"
+        for s in done.set_aside:
+            click.echo(f"{verb} aside ledger.jsonl line {s.line} (byte {s.offset}, "
+                       f"{s.length} bytes): {s.reason}")
+        if done.quarantine:
+            click.echo(f"  kept in {ctx.guard.store.root / done.quarantine}")
+        if done.reordered:
+            click.echo(f"{done.reordered} line(s) {'would go' if dry_run else 'went'} back "
+                       "into seq order")
+        for first, last in done.gaps:
+            seqs = str(first) if first == last else f"{first}-{last}"
+            click.echo(f"ledger seq {seqs} is missing (a deleted line): recorded")
+        for call_id in done.uncertain:
+            click.echo(f"{call_id} {'would become' if dry_run else 'is now'} uncertain: check "
+                       f"outside, then `gitguard reconcile {call_id} --status succeeded|failed`")
+        for call_id in done.lost:
+            click.echo(f"{call_id}: its first line is unreadable; what it did is unknown")
+
+    emit(done.to_json(), as_json, human)
