@@ -214,6 +214,8 @@ def resolve(g: Guard, path: str, how: How) -> Resolved:
         record(g.store, [done])
         detail: dict[str, Any] = {"path": conflict.path, "resolution": how, "markers": markers,
                   "entryId": applied.entry.call_id if applied else None,
+                  "removedDirs": list(applied.removed_dirs) if applied else [],
+                  "madeDirs": list(applied.made_dirs) if applied else [],
                   "safetyCheckpointId": applied.safety.checkpoint_id if applied else None}
         if applied is not None:
             ledger.append_action(g.store, state,

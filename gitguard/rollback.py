@@ -66,6 +66,7 @@ class Result:
     applied: Applied | None = None
     conflicts: list[CheckpointConflict] = field(default_factory=list)
     stored: list[CheckpointConflict] = field(default_factory=list)   # conflicts.json after
+    made_dirs: list[str] = field(default_factory=list)   # empty directories brought back
 
     @property
     def restored(self) -> list[str]:
@@ -85,6 +86,7 @@ class Result:
             "restored": self.restored, "deleted": self.deleted,
             "conflicts": [c.to_json() for c in self.conflicts],
             "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
+            "madeDirs": self.made_dirs,
             "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
             "entryId": self.applied.entry.call_id if self.applied else None,
         }
@@ -184,6 +186,10 @@ def check_path(g: Guard, path: str, source: str,
                real_dirs: set[str] | None = None) -> None:
     """A path from the ledger or a checkpoint must name a file inside the workspace as is.
 
+    Strings only: a symlink on the way (out of the workspace, a loop) is the working
+    tree's state, not a sign of an edited store; observe finds it in the way ("beyond")
+    and the plan deals with that path alone.
+
     `plain_dirs` (shared across the paths of one rollback) remembers which parent
     directories are real directories or absent, so a path made of those is accepted by
     string checks and one lstat per new parent, not a Path walk per path. `real_dirs`
@@ -192,7 +198,7 @@ def check_path(g: Guard, path: str, source: str,
     if plain_dirs is not None and _plain(g.ws.root, path, plain_dirs, real_dirs):
         return
     try:
-        normal = safe_relpath(g.ws, path)
+        normal = safe_relpath(g.ws, path, links=False)
     except UnsafePath as exc:
         raise UnsafePath(f"{source} names {path!r}: {exc.message}",
                          "the store looks edited by hand; nothing was changed. "
@@ -317,6 +323,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
               now={p: o.state for p, o in facts.observed.items()}, index=index,
               base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
               action=recorded)
+        result.made_dirs = fileops.make_dirs(g.ws.root, dirs_at(g, facts.state, target))
         _trace(g, result, time.perf_counter() - started_clock)
         return result
 
@@ -325,7 +332,39 @@ def _detail(result: Result) -> dict[str, Any]:
     assert result.applied is not None
     return {"safetyCheckpointId": result.applied.safety.checkpoint_id,
             "entryId": result.applied.entry.call_id, "restored": result.restored,
-            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts],
+            "removedDirs": list(result.applied.removed_dirs),
+            "madeDirs": list(result.applied.made_dirs)}
+
+
+def dirs_at(g: Guard, state: ledger.LedgerState, target: Checkpoint) -> list[str]:
+    """Directories that existed when `target` was taken, as far as gitguard's own write
+    whose safety checkpoint it is tells: the parents of every path it wrote or deleted
+    (less those it made) and those its deletions left empty and removed. Going back to
+    `target` (undoing the write) makes the missing ones again: no snapshot holds an
+    empty directory. Only normalised workspace paths."""
+    named: set[str] = set()
+    for event in state.actions:
+        detail = event.detail
+        if not detail or detail.get("safetyCheckpointId") != target.checkpoint_id:
+            continue
+        paths = [*_strings(detail.get("restored")), *_strings(detail.get("deleted")),
+                 *_strings([detail.get("path")])]
+        made = set(_strings(detail.get("madeDirs")))
+        named |= {p for path in paths for p in _parents(path)} - made
+        named |= set(_strings(detail.get("removedDirs")))
+    found: list[str] = []
+    for path in sorted(named):
+        try:
+            if safe_relpath(g.ws, path, links=False) == path:
+                found.append(path)
+        except UnsafePath:
+            continue
+    return found
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _trace(g: Guard, result: Result, seconds: float) -> None:

@@ -122,8 +122,11 @@ def ensure_object_store(ws: Workspace) -> None:
     exclude.write_text(f"/{NON_GIT_STORE}/\n")
 
 
-def safe_relpath(ws: Workspace, path: str | os.PathLike[str]) -> str:
+def safe_relpath(ws: Workspace, path: str | os.PathLike[str], links: bool = True) -> str:
     """Normalise a path to workspace-relative form; refuse anything that leaves the workspace.
+
+    `links=False`: the string checks only, no look at symlinks on the way (rollback reads
+    what is there itself, and a link an agent made must not refuse the whole rollback).
 
     On strings, not Path objects: every `call begin` runs it for each declared path, and
     the pathlib version cost ~0.2 ms a path (tests/test_workspace_relpath.py compares the
@@ -146,12 +149,20 @@ def safe_relpath(ws: Workspace, path: str | os.PathLike[str]) -> str:
     if parts[0] in (".git", NON_GIT_STORE):
         raise UnsafePath(f"{raw} is inside gitguard's or git's own store",
                          "gitguard never writes there on an agent's behalf")
+    if not links:
+        return rel
     # A symlinked parent directory could lead out of the workspace.
     parent = root
     for part in parts[:-1]:
         parent = os.path.join(parent, part)
         if _is_symlink(parent):
-            target = Path(parent).resolve()
+            try:
+                target = Path(parent).resolve()
+            except (RuntimeError, OSError):     # RuntimeError: a symlink loop (3.11)
+                raise UnsafePath(f"{raw} goes through {parent}, a symlink that leads nowhere "
+                                 "(a loop, or a path the system cannot follow)",
+                                 "fix or remove that symlink; gitguard never follows it"
+                                 ) from None
             if target != ws.root and ws.root not in target.parents:
                 raise UnsafePath(f"{raw} goes through the symlink {parent} out of the workspace",
                                  "gitguard never follows a link out of the workspace")

@@ -39,6 +39,8 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, as_json: bool) -
             click.echo(f"{verb}delete  {path}")
         for c in result.conflicts:
             click.echo(f"conflict {c.path}: {c.reason}")
+        for path in result.made_dirs:
+            click.echo(f"mkdir   {path}/ (it was there before the write this undoes)")
         for path in result.plan.kept_user:
             click.echo(f"kept    {path} (only you changed it)")
         if result.applied is not None:
