@@ -31,7 +31,7 @@ from gitguard import (
     trace,
     treeedit,
 )
-from gitguard.errors import UnsafePath
+from gitguard.errors import GitguardError, UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
 from gitguard.models import (
@@ -57,6 +57,7 @@ class Plan:
     conflicts: list[CheckpointConflict] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)    # already as at the checkpoint
     kept_user: list[str] = field(default_factory=list)    # changed after it by the user only
+    left: list[tuple[str, str]] = field(default_factory=list)  # (path, why) never snapshotted
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Result:
             "conflicts": [c.to_json() for c in self.conflicts],
             "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
             "madeDirs": self.made_dirs,
+            "left": [{"path": path, "reason": why} for path, why in self.plan.left],
             "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
             "entryId": self.applied.entry.call_id if self.applied else None,
         }
@@ -290,6 +292,38 @@ def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     return plan
 
 
+OWN_STEPS = ("rollback", "resolve")     # the step ids of gitguard's own writes (guarded)
+SKIPPED_FILE = ("over the size cap (untracked_size_cap): no snapshot holds it, so rollback "
+                "leaves it as it is; delete it yourself if the agent made it")
+SKIPPED_DIR = ("in a skipped directory (skip_dirs): no snapshot holds it, so rollback leaves "
+               "it as it is; delete it yourself if the agent made it")
+
+
+def left_out(g: Guard, index: checkpoints.Index, target: Checkpoint) -> list[tuple[str, str]]:
+    """Paths no rollback can touch, said out loud: what the newest checkpoint left out of
+    its snapshot (over the size cap, in a skipped directory) that the target did not, and
+    that is still there. Whoever made them, the rollback leaves them as they are."""
+    newest: Checkpoint | None = None
+    for row in reversed(index.rows):
+        if row.checkpoint_id == target.checkpoint_id:
+            return []
+        # gitguard's own writes build their checkpoints from trees, with no scan that
+        # would say what was left out: the newest scanned one says it.
+        if row.kind == "pre_rollback" or (row.kind == "post" and row.step_id in OWN_STEPS):
+            continue
+        try:
+            newest = checkpoints.load(g.store, row, open_state=False)
+        except GitguardError:
+            continue
+        break
+    if newest is None:
+        return []
+    before = set(target.skipped)
+    return [(path.rstrip("/"), SKIPPED_DIR if path.endswith("/") else SKIPPED_FILE)
+            for path in newest.skipped
+            if path not in before and os.path.lexists(g.ws.root / path.rstrip("/"))]
+
+
 def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
     """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
     started_clock = time.perf_counter()
@@ -300,6 +334,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         target = checkpoints.load(g.store, index.find(checkpoint_id))
         facts = gather(g, target, store_blobs=not dry_run, index=index)
         plan = make_plan(g, target, facts)
+        plan.left = left_out(g, index, target)
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
             return result
