@@ -149,3 +149,17 @@ def test_every_discovery_agrees_on_a_git_dir_from_the_environment(
     assert discover(side).store_dir == admin.resolve() / "gitguard"
     found = client.find_store(str(side))
     assert found is not None and Path(found[1]).resolve() == admin.resolve() / "gitguard"
+
+
+def test_the_git_hook_shims_record_into_the_dotfiles_store(tmp_path: Path) -> None:
+    home, bare, env = _dotfiles(tmp_path)
+    gg(home, "init", "--no-hooks", env=env)
+    gg(home, "hooks", "install", env=env)
+    (home / ".bashrc").write_text("export EDITOR=nano\n")
+    subprocess.run(["git", "commit", "-qam", "nano"], cwd=home, env={**os.environ, **env},
+                   check=True)
+    head = git(tmp_path, "--git-dir", str(bare), "rev-parse", "HEAD").strip()
+    recorded = [json.loads(line)["data"] for line in
+                (bare / "gitguard" / "baselines.jsonl").read_text().splitlines()]
+    assert any(r.get("hook") == "post-commit" and r.get("newHead") == head for r in recorded)
+    assert sorted(p.name for p in home.iterdir()) == [".bashrc"]
