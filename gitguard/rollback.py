@@ -358,7 +358,13 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
               now={p: o.state for p, o in facts.observed.items()}, index=index,
               base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
               action=recorded)
-        result.made_dirs = fileops.make_dirs(g.ws.root, dirs_at(g, facts.state, target))
+        if result.applied is not None:
+            # Only where this rollback wrote or deleted: a directory the user removed since
+            # is not made again behind their back.
+            touched = {d for s in result.applied.done for d in _parents(s.path)}
+            touched |= set(result.applied.removed_dirs)
+            result.made_dirs = fileops.make_dirs(
+                g.ws.root, [d for d in dirs_at(g, facts.state, target) if d in touched])
         _trace(g, result, time.perf_counter() - started_clock)
         return result
 
