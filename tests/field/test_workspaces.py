@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -124,9 +125,13 @@ def test_a_removed_worktrees_daemon_exits_and_leaves_nothing(repo: Path) -> None
     gg(side, "daemon", "start")
     pid = client.pid_of(str(admin / "gitguard"))
     assert pid is not None and alive(pid)
-    (side / "scratch.txt").write_text("an untracked file the daemon sees\n")
-    git(repo, "worktree", "remove", "--force", str(side))
-    wait_for("the daemon to exit", lambda: not alive(pid))
+    try:
+        (side / "scratch.txt").write_text("an untracked file the daemon sees\n")
+        git(repo, "worktree", "remove", "--force", str(side))
+        wait_for("the daemon to exit", lambda: not alive(pid))
+    finally:
+        if alive(pid):      # the test failed: leave no daemon behind
+            os.kill(pid, signal.SIGKILL)
     assert not admin.exists(), sorted(str(p) for p in admin.rglob("*"))
     assert not side.exists()
     before.assert_unchanged(repo)
