@@ -55,8 +55,18 @@ class Broken(Exception):
 def find_store(start: str) -> tuple[str, str] | None:
     """(workspace root, store dir) as `workspace.discover` finds them, or None.
 
-    A git repository wins over a plain directory with `.agent-runtime`, as in discover."""
+    `GIT_DIR` wins, as in git and discover (the store is `$GIT_DIR/gitguard`; the root,
+    GIT_WORK_TREE or core.worktree, is the daemon's to find: `start` stands in for it);
+    then a repository up from `start`; then a plain directory with `.agent-runtime`."""
     here = os.path.abspath(start)
+    env_dir = os.environ.get("GIT_DIR")
+    if env_dir:
+        env_tree = os.environ.get("GIT_WORK_TREE")
+        root = os.path.normpath(os.path.join(here, env_tree)) if env_tree else here
+        git_dir: str | None = os.path.normpath(os.path.join(here, env_dir))
+        if git_dir is not None and os.path.isfile(git_dir):    # a `.git` file names it
+            git_dir = _gitfile_target(git_dir)
+        return None if git_dir is None else (root, os.path.join(git_dir, STORE_IN_GIT))
     while True:
         dot_git = os.path.join(here, ".git")
         if os.path.isdir(dot_git):

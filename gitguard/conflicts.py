@@ -1,7 +1,8 @@
 """Conflicts a rollback left: conflicts.json, a three-way view, and their resolution.
 
 A conflict is a path the agent changed after the checkpoint and someone else
-touched too. Resolving it: `keep_user` writes nothing; `apply_agent` writes the
+touched too. Resolving it: `keep_user` (--keep-user) writes nothing; `apply_agent`
+(--take-checkpoint, the source chapter's name kept on disk) writes the
 checkpoint's content (completing the rollback); `manual_merge` removes the agent's
 hunks from the current file and keeps the user's. Both writes go through
 guarded.apply, so the user's version stays in a pre_rollback checkpoint and the
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 How = Literal["keep_user", "apply_agent", "manual_merge"]
 TOOL_NAME = "gitguard.resolve_conflict"
-FLAGS: dict[str, str] = {"keep_user": "--keep-user", "apply_agent": "--apply-agent",
+FLAGS: dict[str, str] = {"keep_user": "--keep-user", "apply_agent": "--take-checkpoint",
                          "manual_merge": "--merge"}
 
 
@@ -114,8 +115,9 @@ def _diff(a: bytes | None, b: bytes | None, from_name: str, to_name: str) -> byt
     return text or b"  (no difference)\n"
 
 
-def render(view: ThreeWay) -> bytes:
-    """The human three-way view: base, the agent's change, the user's change on top of it."""
+def render(view: ThreeWay, full: bool = False) -> bytes:
+    """The human three-way view: the agent's change (base -> agent) and the user's change
+    on top of it (agent -> current), as diffs; `full`: the three versions whole."""
     c = view.conflict
     head = (f"conflict {c.path}: {c.resolution}\n"
             f"  why: {c.reason or 'changed by someone other than the agent'}\n"
@@ -130,16 +132,21 @@ def render(view: ThreeWay) -> bytes:
             size = "absent" if data is None else f"{len(data)} bytes"
             out.append(f"=== {name}: {'symlink' if view.symlink else 'binary'}, {size}\n"
                        .encode())
-        out.append(b"Hint: this cannot be merged; choose --keep-user or --apply-agent\n")
+        out.append(b"Hint: this cannot be merged; choose --keep-user or --take-checkpoint\n")
         return b"".join(out)
-    out.append(f"=== base at {c.checkpoint_id}\n".encode())
-    out.append(view.base if view.base is not None else b"  (absent)\n")
-    if view.base and not view.base.endswith(b"\n"):
-        out.append(b"\n")
+    if full:
+        for name, data in sides:
+            out.append(f"=== {name}\n".encode())
+            out.append(data if data is not None else b"  (absent)\n")
+            if data and not data.endswith(b"\n"):
+                out.append(b"\n")
+        return b"".join(out)
     out.append(f"=== the agent's change ({c.call_id}): base -> agent\n".encode())
-    out.append(_diff(view.base, view.agent, "base", f"agent/{c.path}"))
+    out.append(_diff(view.base, view.agent, f"base/{c.path}", f"agent/{c.path}"))
     out.append(b"=== the current file: agent -> current (the user's change)\n")
     out.append(_diff(view.agent, view.current, f"agent/{c.path}", f"current/{c.path}"))
+    out.append(f"Hint: `gitguard conflicts show {c.path} --full` prints the three versions "
+               "whole; resolve with --keep-user, --take-checkpoint or --merge\n".encode())
     return b"".join(out)
 
 
@@ -160,14 +167,14 @@ def _target(g: Guard, view: ThreeWay, how: How) -> tuple[FileState | None, bytes
         return base, None, 0
     if view.current_state is None or view.current is None:
         raise GitguardError(f"{c.path} does not exist now: there is nothing of yours to merge",
-                            "choose --keep-user (leave it absent) or --apply-agent")
+                            "choose --keep-user (leave it absent) or --take-checkpoint")
     if view.symlink:
         raise GitguardError(f"{c.path} is a symlink on one side: symlinks cannot be merged",
-                            "choose --keep-user or --apply-agent")
+                            "choose --keep-user or --take-checkpoint")
     if view.binary:
         raise GitguardError(f"{c.path} is binary: it cannot be merged line by line",
                             "keep yours with --keep-user, or restore the checkpoint's with "
-                            "--apply-agent (yours stays in the safety checkpoint)")
+                            "--take-checkpoint (yours stays in the safety checkpoint)")
     merged = merge.merge3(view.current, view.agent or b"", view.base or b"",
                           labels=("current (yours)", f"agent {c.call_id}",
                                   f"{c.checkpoint_id} (before the agent)"),
@@ -214,6 +221,8 @@ def resolve(g: Guard, path: str, how: How) -> Resolved:
         record(g.store, [done])
         detail: dict[str, Any] = {"path": conflict.path, "resolution": how, "markers": markers,
                   "entryId": applied.entry.call_id if applied else None,
+                  "removedDirs": list(applied.removed_dirs) if applied else [],
+                  "madeDirs": list(applied.made_dirs) if applied else [],
                   "safetyCheckpointId": applied.safety.checkpoint_id if applied else None}
         if applied is not None:
             ledger.append_action(g.store, state,

@@ -110,6 +110,8 @@ class Daemon:
         self.log = log
         self.sink: queue.SimpleQueue[Item] = sink or queue.SimpleQueue()
         self.guard = DaemonGuard(ws)
+        self.guard.store.create_missing = False
+        self.abandoned = False      # the worktree or the store is gone: exit, write nothing
         plain = Snapshotter(self.guard.store, self.guard.settings)
         skip = (b".git",) if ws.is_git else (b".git", os.fsencode(NON_GIT_STORE))
         self.source = source or WatchdogSource(ws.root, ws.store_dir, self.sink,
@@ -181,6 +183,12 @@ class Daemon:
     def idle(self) -> None:
         """Quiet for a moment: rescan if one is due, record the user's changes, pack."""
         engine = self.engine
+        if not (self.ws.root.is_dir() and self.ws.store_dir.is_dir()):
+            # `git worktree remove` (or rm -rf): nothing left to guard, and writing now
+            # would bring the store back.
+            self.log.info("the worktree or its store is gone; stopping")
+            self.stopping = self.abandoned = True
+            return
         try:
             engine.sync_records()
             if engine.rescan_reason:
@@ -221,7 +229,10 @@ class Daemon:
             while self.server.busy() or self.engine.deferred:
                 self.step(0.05)
             self.server.stop()
-        self.engine.stop()
+        if self.abandoned:
+            self.source.stop()
+        else:
+            self.engine.stop()
         self.log.info("stopped")
 
     # --- requests -----------------------------------------------------------------------
@@ -334,7 +345,7 @@ class Daemon:
         from gitguard import cli
 
         argv, cwd = args.get("argv"), args.get("cwd")
-        if not isinstance(argv, list) or not isinstance(cwd, str) or not self._mine(cwd):
+        if not isinstance(argv, list) or not isinstance(cwd, str) or not os.path.isdir(cwd):
             return {"fallback": True, "reason": "another workspace"}
         raw = args.get("stdin")     # bytes from the native client, base64 text in JSON
         stdin = raw if isinstance(raw, bytes) else base64.b64decode(raw) if raw else b""
@@ -344,6 +355,9 @@ class Daemon:
         # anything else, help and every usage error included, is click's.
         parsed = daemon_calls.parse(words)
         with client_context(cwd, env, stdin) as (out, err):
+            # In the client's environment: its GIT_DIR and GIT_WORK_TREE say whose it is.
+            if not self._mine(cwd):
+                return {"fallback": True, "reason": "another workspace"}
             if parsed is not None:
                 code = daemon_calls.run(parsed, self.guard, cli._crash_log)
             else:
@@ -359,11 +373,13 @@ class Daemon:
     def run_api(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         kwargs = args.get("kwargs") or {}
         cwd = str(args.get("cwd", self.ws.root))
-        if not self._mine(cwd):
+        if not os.path.isdir(cwd):
             return {"fallback": True, "reason": "another workspace"}
         env = args.get("env") if isinstance(args.get("env"), dict) else None
         try:
             with client_context(cwd, env, b""):
+                if not self._mine(cwd):
+                    return {"fallback": True, "reason": "another workspace"}
                 if op == "api.begin_call":
                     entry = self.guard.begin_call(kwargs.pop("tool"), kwargs.pop("tool_input"),
                                                   **kwargs)

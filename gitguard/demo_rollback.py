@@ -70,7 +70,7 @@ def chapter_rollback(echo: Echo, repo: Path, guard: Guard) -> None:
     echo(f"  safety checkpoint {safety} holds the tree as it was, your edit included")
 
     view = conflicts.three_way(guard, conflicts.find(guard, "app.py"))
-    _echo_file(echo, "\nconflicts show app.py (three-way):",
+    _echo_file(echo, "\nconflicts show app.py (the agent's change, then yours, as diffs):",
                conflicts.render(view).decode(errors="replace"))
     done = conflicts.resolve(guard, "app.py", "manual_merge")
     _echo_file(echo, f"\nconflicts resolve app.py --merge -> {done.conflict.resolution}, "

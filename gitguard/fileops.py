@@ -12,6 +12,7 @@ treeedit.py.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import secrets
@@ -33,6 +34,8 @@ GITLINK = 0o160000
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 KEEP_BYTES = 1 << 20             # current_content keeps the bytes of files up to this size
 TEMP_INFIX = ".gitguard-"        # write_state's temporary files: `.NAME.gitguard-<8 hex>.tmp`
+NAME_MAX = 255                   # bytes in one file name (Linux, and most file systems)
+_TEMP_EXTRA = len(f".{TEMP_INFIX}00000000.tmp")
 # Many paths are read or written from a few threads: each file-system call on files spread
 # over the tree waits on the journal or the disk, and the waits overlap (measured on ext4,
 # 100 files in 100 directories: 95-164 ms one by one, 36-54 ms with 4 threads, 8 no better
@@ -151,13 +154,23 @@ def blocking_parent(root: Path, rel: str) -> str | None:
     current = os.fspath(root)      # strings, not Path: this runs for every path, every level
     for index, part in enumerate(parts):
         current = os.path.join(current, part)
-        try:
-            info = os.lstat(current)
-        except FileNotFoundError:
+        info = _lstat_there(current)
+        if info is None:
             return None
         if not stat.S_ISDIR(info.st_mode):
             return "/".join(parts[: index + 1])
     return None
+
+
+def _lstat_there(full: str) -> os.stat_result | None:
+    """The lstat of what is at `full`; None when nothing is, a name longer than NAME_MAX
+    included (an agent may declare one; no file can have it)."""
+    try:
+        return os.lstat(full)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+            return None
+        raise
 
 
 def observe(repo: pygit2.Repository, root: Path, rel: str, store_blobs: bool) -> Observed:
@@ -199,9 +212,8 @@ def _look(root: Path, rel: str, before: Fence | None = None, walked: bool = Fals
     if blocker is not None:
         return _Look(rel, "beyond", blocker=blocker)
     full = os.path.join(root, rel)
-    try:
-        info = os.lstat(full)
-    except FileNotFoundError:
+    info = _lstat_there(full)
+    if info is None:
         return _Look(rel, "absent")
     if stat.S_ISDIR(info.st_mode):
         return _Look(rel, "dir")
@@ -285,9 +297,8 @@ def last_check(root: Path, rel: str, seen: Seen | None = None
     if blocking_parent(root, rel) is not None:
         return None, None, None
     full = os.path.join(root, rel)
-    try:
-        info = os.lstat(full)
-    except FileNotFoundError:
+    info = _lstat_there(full)
+    if info is None:
         return None, None, None
     if seen is not None and stat_key(info) == seen.key:
         return seen.state, seen.data, info
@@ -322,20 +333,25 @@ def files_under(root: Path, rel: str) -> list[str]:
 
 # writes ----------------------------------------------------------------------------------
 
-def _make_parents(root: Path, rel: str) -> None:
+def _make_parents(root: Path, rel: str) -> list[str]:
+    """Make the missing parent directories of `rel`; returns those made (relative)."""
     parent = os.fspath(root)
-    for part in rel.split("/")[:-1]:
+    made: list[str] = []
+    parts = rel.split("/")[:-1]
+    for depth, part in enumerate(parts, start=1):
         parent = os.path.join(parent, part)
         try:
             info = os.lstat(parent)
         except FileNotFoundError:
             try:
                 os.mkdir(parent)
+                made.append("/".join(parts[:depth]))
                 continue
             except FileExistsError:     # a concurrent writer made it: check what it is
                 info = os.lstat(parent)
         if not stat.S_ISDIR(info.st_mode):
             raise FileExistsError(f"{parent} is not a directory")
+    return made
 
 
 def umask() -> int:
@@ -356,8 +372,9 @@ def _permissions(existing: os.stat_result | None, mode: int, mask: int) -> int:
 
 
 def write_state(root: Path, rel: str, state: FileState, data: bytes,
-                mask: int | None = None, checked: os.stat_result | None = None) -> None:
+                mask: int | None = None, checked: os.stat_result | None = None) -> list[str]:
     """Put `data` at `rel` as a file or a symlink; an empty directory in the way is removed.
+    Returns the parent directories it had to make.
 
     `mask`: the process umask, when the caller writes many files (reading it takes two
     calls that change it for a moment). `checked`: the lstat of the file or symlink at
@@ -367,10 +384,11 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes,
     """
     full = os.path.join(root, rel)
     existing: os.stat_result | None
+    made: list[str] = []
     if checked is not None and not stat.S_ISDIR(checked.st_mode):
         existing = checked
     else:
-        _make_parents(root, rel)
+        made = _make_parents(root, rel)
         try:
             existing = os.lstat(full)
         except FileNotFoundError:
@@ -379,7 +397,7 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes,
         os.rmdir(full)   # the plan checked it is empty; rmdir refuses otherwise
         existing = None
     head, name = os.path.split(full)
-    tmp = os.path.join(head, f".{name}{TEMP_INFIX}{secrets.token_hex(4)}.tmp")
+    tmp = os.path.join(head, f".{temp_stem(name)}{TEMP_INFIX}{secrets.token_hex(4)}.tmp")
     try:
         if state.mode == LINK:
             os.symlink(data, os.fsencode(tmp))
@@ -400,20 +418,56 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes,
         if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
+    return made
 
 
-def delete_path(root: Path, rel: str) -> None:
-    """Remove a file or symlink, then the parent directories this left empty (only empty ones)."""
+def temp_stem(name: str) -> str:
+    """The part of `name` a temporary file beside it carries: all of it, or as many of its
+    bytes as keep the temporary name within NAME_MAX (a 240-byte name is valid; its
+    temporary name must be too). A cut inside a UTF-8 character stays a surrogate escape,
+    which the file system gets back as the same bytes."""
+    raw = os.fsencode(name)
+    room = NAME_MAX - _TEMP_EXTRA
+    return name if len(raw) <= room else os.fsdecode(raw[:room])
+
+
+def is_temp_of(stem: str, names: Iterable[str]) -> bool:
+    """Whether a temporary file whose stem is `stem` was made for one of `names`."""
+    cut = len(os.fsencode(stem)) == NAME_MAX - _TEMP_EXTRA
+    return any(name == stem or (cut and temp_stem(name) == stem) for name in names)
+
+
+def delete_path(root: Path, rel: str) -> list[str]:
+    """Remove a file or symlink, then the parent directories this left empty (only empty
+    ones); returns those directories, workspace-relative, so that an undo can make them
+    again (no snapshot holds an empty directory)."""
     full = root / rel
     with contextlib.suppress(FileNotFoundError):
         os.unlink(full)
+    removed: list[str] = []
     parent = full.parent
     while parent != root and root in parent.parents:
         try:
             os.rmdir(parent)
         except OSError:
             break
+        removed.append(parent.relative_to(root).as_posix())
         parent = parent.parent
+    return removed
+
+
+def make_dirs(root: Path, rels: Iterable[str]) -> list[str]:
+    """Make the directories `rels` that are missing (shallowest first), never through a
+    symlink or a file; returns those made. What cannot be made is left out."""
+    made: list[str] = []
+    for rel in sorted(set(rels), key=lambda p: (p.count("/"), p)):
+        try:
+            made += _make_parents(root, rel)
+            os.mkdir(os.path.join(root, rel))
+        except OSError:     # there already (FileExistsError), or something in the way
+            continue
+        made.append(rel)
+    return made
 
 
 def deepest_first(paths: Iterable[str]) -> list[str]:

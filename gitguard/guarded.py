@@ -69,6 +69,8 @@ class Applied:
     entry: ToolLedgerEntry
     done: tuple[Step, ...]
     raced: tuple[tuple[Step, FileState | None | Literal["other"]], ...]  # changed under us
+    removed_dirs: tuple[str, ...] = ()  # directories the deletions left empty and removed
+    made_dirs: tuple[str, ...] = ()     # parent directories the writes had to make
 
 
 def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
@@ -154,7 +156,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     try:
         if few:
             planned_post = planned_post or treeedit.tree_with(g.snap.repo, safety_tree, targets)
-            done, raced, read = _write_all(g, steps, seen, content)
+            done, raced, read, dirs = _write_all(g, steps, seen, content)
         else:
             # The writes wait on the file system in their threads. This thread meanwhile
             # builds the post tree, renders the patch of what they will write (CPU: about
@@ -187,7 +189,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
                         tree=TreeResult(planned_post, tuple(targets), ()),
                         ledger_seq=state.last_seq, step_id=id_prefix, call_id=call_id,
                         dirty=planned_dirty, ready=ready)
-                done, raced, read = writing.result()
+                done, raced, read, dirs = writing.result()
 
         written = {s.path: s.target for s in done}
         if post is None:     # a few steps, or a write was left
@@ -229,7 +231,8 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
         "post_checkpoint_id": post.checkpoint_id,
         "note": f"{len(raced)} path(s) changed during the write and were left" if raced else None,
     })
-    applied = Applied(safety, finished, tuple(done), tuple(raced))
+    applied = Applied(safety, finished, tuple(done), tuple(raced), tuple(dirs[0]),
+                      tuple(sorted(set(dirs[1]))))
     recorded = action(applied) if action is not None else None
     ledger.append_entries(g.store, state, [finished],
                           actions=[(recorded[0], session_id, recorded[1])] if recorded else ())
@@ -295,7 +298,8 @@ class _Left(Exception):
 
 
 def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
-               content: Mapping[str, bytes]) -> tuple[list[Step], Raced, dict[str, bytes]]:
+               content: Mapping[str, bytes]
+               ) -> tuple[list[Step], Raced, dict[str, bytes], tuple[list[str], list[str]]]:
     """Deletions deepest first, then writes shallowest first; each re-checked just before.
 
     The check reads the file again unless `seen` holds bytes read earlier whose lstat,
@@ -331,6 +335,8 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
     done: list[Step] = []
     raced: Raced = []
     known: dict[str, bytes] = {}
+    removed: list[str] = []     # directories deletions removed (one by one, this thread)
+    made: list[str] = []        # directories writes made (list.extend: one call, atomic)
 
     def one(step: Step) -> tuple[FileState | None | Literal["other"], bytes | None, bool]:
         found, held, info = fileops.last_check(root, step.path, seen.get(step.path))
@@ -338,10 +344,10 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
             return found, held, False      # the user got there between plan and write
         try:
             if step.target is None:
-                fileops.delete_path(root, step.path)
+                removed.extend(fileops.delete_path(root, step.path))
             else:
-                fileops.write_state(root, step.path, step.target, content[step.path], umask,
-                                    checked=info)
+                made.extend(fileops.write_state(root, step.path, step.target,
+                                                content[step.path], umask, checked=info))
         except OSError:
             return "other", held, False    # something took the place of a parent directory
         return found, held, True
@@ -372,7 +378,7 @@ def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen]
     else:
         for step, outcome in zip(writes, fileops.in_threads(one, writes), strict=True):
             settle(step, outcome)
-    return done, raced, known
+    return done, raced, known, (removed, made)
 
 
 def sweep_temps(root: Path, rels: Iterable[str]) -> list[str]:
@@ -394,7 +400,8 @@ def sweep_temps(root: Path, rels: Iterable[str]) -> list[str]:
             continue
         for entry in entries:
             match = _TEMP_NAME.fullmatch(entry.name)
-            if match is None or match.group(1) not in names or entry.is_dir(follow_symlinks=False):
+            if (match is None or not fileops.is_temp_of(match.group(1), names)
+                    or entry.is_dir(follow_symlinks=False)):
                 continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)

@@ -37,7 +37,7 @@ def merge3(ours: bytes, ancestor: bytes, theirs: bytes, *, labels: tuple[str, st
     """
     if any(is_binary(side) for side in (ours, ancestor, theirs)):
         raise GitguardError("binary content cannot be merged",
-                            "choose --keep-user or --apply-agent")
+                            "choose --keep-user or --take-checkpoint")
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="merge-", dir=scratch))
     try:
@@ -55,5 +55,5 @@ def merge3(ours: bytes, ancestor: bytes, theirs: bytes, *, labels: tuple[str, st
     if proc.returncode < 0 or proc.returncode > 127:
         raise GitguardError(
             f"git merge-file failed: {proc.stderr.decode(errors='replace').strip()}",
-            "choose --keep-user or --apply-agent")
+            "choose --keep-user or --take-checkpoint")
     return Merged(proc.stdout, proc.returncode)

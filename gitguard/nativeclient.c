@@ -175,9 +175,24 @@ static int gitfile_target(const char *dot_git, char *out) {
     return 1;
 }
 
-/* client.find_store: a git repository wins over a directory with .agent-runtime. */
+/* client.find_store: GIT_DIR wins, then a git repository, then a directory with
+   .agent-runtime. */
 static int find_store(const char *cwd, char *store) {
     char here[MAX_PATH_LEN], probe[MAX_PATH_LEN + 32];
+    const char *env_dir = getenv("GIT_DIR");
+    if (env_dir && *env_dir) {
+        if (env_dir[0] == '/') snprintf(probe, sizeof probe, "%s", env_dir);
+        else snprintf(probe, sizeof probe, "%s/%s", cwd, env_dir);
+        if (strlen(probe) >= MAX_PATH_LEN - 16) return 0;
+        normpath(probe);
+        if (is_file(probe)) {       /* a `.git` file names the git dir */
+            char git_dir[MAX_PATH_LEN];
+            if (!gitfile_target(probe, git_dir)) return 0;
+            snprintf(probe, sizeof probe, "%s", git_dir);
+        }
+        snprintf(store, MAX_PATH_LEN, "%s%sgitguard", probe, strcmp(probe, "/") ? "/" : "");
+        return 1;
+    }
     snprintf(here, sizeof here, "%s", cwd);
     for (;;) {
         snprintf(probe, sizeof probe, "%s%s.git", here, strcmp(here, "/") ? "/" : "");

@@ -31,7 +31,7 @@ from gitguard import (
     trace,
     treeedit,
 )
-from gitguard.errors import UnsafePath
+from gitguard.errors import GitguardError, UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
 from gitguard.models import (
@@ -57,6 +57,7 @@ class Plan:
     conflicts: list[CheckpointConflict] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)    # already as at the checkpoint
     kept_user: list[str] = field(default_factory=list)    # changed after it by the user only
+    left: list[tuple[str, str]] = field(default_factory=list)  # (path, why) never snapshotted
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Result:
     applied: Applied | None = None
     conflicts: list[CheckpointConflict] = field(default_factory=list)
     stored: list[CheckpointConflict] = field(default_factory=list)   # conflicts.json after
+    made_dirs: list[str] = field(default_factory=list)   # empty directories brought back
 
     @property
     def restored(self) -> list[str]:
@@ -85,6 +87,8 @@ class Result:
             "restored": self.restored, "deleted": self.deleted,
             "conflicts": [c.to_json() for c in self.conflicts],
             "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
+            "madeDirs": self.made_dirs,
+            "left": [{"path": path, "reason": why} for path, why in self.plan.left],
             "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
             "entryId": self.applied.entry.call_id if self.applied else None,
         }
@@ -184,6 +188,10 @@ def check_path(g: Guard, path: str, source: str,
                real_dirs: set[str] | None = None) -> None:
     """A path from the ledger or a checkpoint must name a file inside the workspace as is.
 
+    Strings only: a symlink on the way (out of the workspace, a loop) is the working
+    tree's state, not a sign of an edited store; observe finds it in the way ("beyond")
+    and the plan deals with that path alone.
+
     `plain_dirs` (shared across the paths of one rollback) remembers which parent
     directories are real directories or absent, so a path made of those is accepted by
     string checks and one lstat per new parent, not a Path walk per path. `real_dirs`
@@ -192,7 +200,7 @@ def check_path(g: Guard, path: str, source: str,
     if plain_dirs is not None and _plain(g.ws.root, path, plain_dirs, real_dirs):
         return
     try:
-        normal = safe_relpath(g.ws, path)
+        normal = safe_relpath(g.ws, path, links=False)
     except UnsafePath as exc:
         raise UnsafePath(f"{source} names {path!r}: {exc.message}",
                          "the store looks edited by hand; nothing was changed. "
@@ -284,6 +292,38 @@ def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     return plan
 
 
+OWN_STEPS = ("rollback", "resolve")     # the step ids of gitguard's own writes (guarded)
+SKIPPED_FILE = ("over the size cap (untracked_size_cap): no snapshot holds it, so rollback "
+                "leaves it as it is; delete it yourself if the agent made it")
+SKIPPED_DIR = ("in a skipped directory (skip_dirs): no snapshot holds it, so rollback leaves "
+               "it as it is; delete it yourself if the agent made it")
+
+
+def left_out(g: Guard, index: checkpoints.Index, target: Checkpoint) -> list[tuple[str, str]]:
+    """Paths no rollback can touch, said out loud: what the newest checkpoint left out of
+    its snapshot (over the size cap, in a skipped directory) that the target did not, and
+    that is still there. Whoever made them, the rollback leaves them as they are."""
+    newest: Checkpoint | None = None
+    for row in reversed(index.rows):
+        if row.checkpoint_id == target.checkpoint_id:
+            return []
+        # gitguard's own writes build their checkpoints from trees, with no scan that
+        # would say what was left out: the newest scanned one says it.
+        if row.kind == "pre_rollback" or (row.kind == "post" and row.step_id in OWN_STEPS):
+            continue
+        try:
+            newest = checkpoints.load(g.store, row, open_state=False)
+        except GitguardError:
+            continue
+        break
+    if newest is None:
+        return []
+    before = set(target.skipped)
+    return [(path.rstrip("/"), SKIPPED_DIR if path.endswith("/") else SKIPPED_FILE)
+            for path in newest.skipped
+            if path not in before and os.path.lexists(g.ws.root / path.rstrip("/"))]
+
+
 def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
     """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
     started_clock = time.perf_counter()
@@ -294,6 +334,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         target = checkpoints.load(g.store, index.find(checkpoint_id))
         facts = gather(g, target, store_blobs=not dry_run, index=index)
         plan = make_plan(g, target, facts)
+        plan.left = left_out(g, index, target)
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
             return result
@@ -317,6 +358,13 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
               now={p: o.state for p, o in facts.observed.items()}, index=index,
               base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
               action=recorded)
+        if result.applied is not None:
+            # Only where this rollback wrote or deleted: a directory the user removed since
+            # is not made again behind their back.
+            touched = {d for s in result.applied.done for d in _parents(s.path)}
+            touched |= set(result.applied.removed_dirs)
+            result.made_dirs = fileops.make_dirs(
+                g.ws.root, [d for d in dirs_at(g, facts.state, target) if d in touched])
         _trace(g, result, time.perf_counter() - started_clock)
         return result
 
@@ -325,7 +373,39 @@ def _detail(result: Result) -> dict[str, Any]:
     assert result.applied is not None
     return {"safetyCheckpointId": result.applied.safety.checkpoint_id,
             "entryId": result.applied.entry.call_id, "restored": result.restored,
-            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts]}
+            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts],
+            "removedDirs": list(result.applied.removed_dirs),
+            "madeDirs": list(result.applied.made_dirs)}
+
+
+def dirs_at(g: Guard, state: ledger.LedgerState, target: Checkpoint) -> list[str]:
+    """Directories that existed when `target` was taken, as far as gitguard's own write
+    whose safety checkpoint it is tells: the parents of every path it wrote or deleted
+    (less those it made) and those its deletions left empty and removed. Going back to
+    `target` (undoing the write) makes the missing ones again: no snapshot holds an
+    empty directory. Only normalised workspace paths."""
+    named: set[str] = set()
+    for event in state.actions:
+        detail = event.detail
+        if not detail or detail.get("safetyCheckpointId") != target.checkpoint_id:
+            continue
+        paths = [*_strings(detail.get("restored")), *_strings(detail.get("deleted")),
+                 *_strings([detail.get("path")])]
+        made = set(_strings(detail.get("madeDirs")))
+        named |= {p for path in paths for p in _parents(path)} - made
+        named |= set(_strings(detail.get("removedDirs")))
+    found: list[str] = []
+    for path in sorted(named):
+        try:
+            if safe_relpath(g.ws, path, links=False) == path:
+                found.append(path)
+        except UnsafePath:
+            continue
+    return found
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _trace(g: Guard, result: Result, seconds: float) -> None:

@@ -65,7 +65,12 @@ class Snapshotter(StatScan):
 
     @cached_property
     def repo(self) -> pygit2.Repository:
-        return pygit2.Repository(str(self.ws.git_dir))
+        repo = pygit2.Repository(str(self.ws.git_dir))
+        if self.ws.is_git and repo.workdir is None:
+            # GIT_DIR on a bare repository with GIT_WORK_TREE (a dotfiles set-up): libgit2
+            # needs the working tree for ignore rules; set in memory, never in its config.
+            repo.workdir = str(self.ws.root)
+        return repo
 
     def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""

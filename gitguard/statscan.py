@@ -27,6 +27,10 @@ from gitguard.workspace import Workspace
 # at every scan. Older git ignores the unknown key.
 _PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true", "-c", "index.skipHash=false")
 
+# An lstat failing with these finds nothing there: gone, below a file, or a name longer
+# than the file system holds (an agent's 300-byte name: no file can have it).
+NOTHING_THERE = frozenset((errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG))
+
 
 class StatScan:
     """What changed since the stat index was last brought up to date (Snapshotter's base)."""
@@ -267,12 +271,14 @@ def lstat_inside(root: bytes, parts: list[bytes]) -> os.stat_result | None:
         try:
             if not stat.S_ISDIR(os.lstat(here).st_mode):
                 return None
-        except FileNotFoundError:
-            return None
+        except OSError as exc:
+            if exc.errno in NOTHING_THERE:
+                return None
+            raise
     try:
         return os.lstat(os.path.join(here, parts[-1]))
     except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        if exc.errno in NOTHING_THERE:
             return None
         raise
 

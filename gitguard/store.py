@@ -43,6 +43,9 @@ class Store:
         # path, so its writer repairs it alone (attrlog.append).
         self.attribution_path = self.root / "attribution.jsonl"
         self.lock = durable.StoreLock(self.root / "lock")
+        # False for a long-lived process (the daemon): a store deleted under it (its
+        # worktree removed) must stay deleted, not come back at the next write.
+        self.create_missing = True
         # Journals seen ending on a whole line, with the stat that saw them (see `writing`).
         self._clean: dict[Path, tuple[int, int, int, int]] = {}
 
@@ -58,6 +61,9 @@ class Store:
         """Create the store if missing. Returns True when it was created now."""
         if self.exists():
             return False
+        if not self.create_missing:
+            raise StoreError(f"the gitguard store {self.root} is gone",
+                             "`gitguard init` makes a new one")
         try:
             for directory in (self.root, self.checkpoints_dir, self.artifacts_dir):
                 durable.ensure_dir(directory)

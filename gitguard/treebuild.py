@@ -27,7 +27,6 @@ git converts on the way in (text/eol/filter attributes, core.autocrlf; see
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -37,7 +36,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitguard import packwrite
+from gitguard import packwrite, statscan
 from gitguard.gitfilters import converting_attributes as converting_attributes
 from gitguard.gitfilters import converts_content as converts_content
 from gitguard.gitfilters import needs_git_filters as needs_git_filters
@@ -209,7 +208,7 @@ class IncrementalTree:
         try:
             return os.lstat(os.path.join(self.root, *parts))
         except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            if exc.errno in statscan.NOTHING_THERE:
                 return None
             raise
 

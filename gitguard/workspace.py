@@ -29,22 +29,36 @@ class Workspace:
 
 
 def discover(start: Path) -> Workspace:
+    """The workspace `start` lies in, as git finds it: `GIT_DIR` (with `GIT_WORK_TREE` or
+    `core.worktree`) first, then a repository up from `start`, else a plain directory.
+
+    Whenever there is a git dir the store is in it, never in the working tree, where
+    `git add -A` would commit it (client.find_store and nativeclient.c agree)."""
     start = start.resolve()
     if not start.is_dir():
         raise NotAWorkspace(f"{start} is not a directory", "run gitguard inside your project")
-    ceilings = os.environ.get("GIT_CEILING_DIRECTORIES", "")
-    found = (pygit2.discover_repository(str(start), False, ceilings) if ceilings
-             else pygit2.discover_repository(str(start)))
+    env_dir = os.environ.get("GIT_DIR")
+    if env_dir:
+        named = os.path.join(start, env_dir)
+        if not os.path.exists(os.path.join(named, "HEAD")) and not os.path.isfile(named):
+            raise NotAWorkspace(f"GIT_DIR={env_dir} is not a git repository",
+                                "unset GIT_DIR, or point it at your repository's git dir")
+        found: str | None = named
+    else:
+        ceilings = os.environ.get("GIT_CEILING_DIRECTORIES", "")
+        found = (pygit2.discover_repository(str(start), False, ceilings) if ceilings
+                 else pygit2.discover_repository(str(start)))
     if found is not None:
-        repo = pygit2.Repository(found)
-        if repo.is_bare or repo.workdir is None:
+        repo = _open(found)
+        root = _work_tree(repo, start, bool(env_dir))
+        if root is None:
             raise NotAWorkspace(
                 f"{Path(found)} is a bare repository: there is no working tree to guard",
-                "run gitguard in a clone or a worktree of it",
+                "run gitguard in a clone or a worktree of it, or set GIT_WORK_TREE",
             )
         worktree_git_dir = Path(repo.path).resolve()
         return Workspace(
-            root=Path(repo.workdir).resolve(),
+            root=root,
             git_dir=worktree_git_dir,
             store_dir=worktree_git_dir / "gitguard",
             is_git=True,
@@ -53,6 +67,35 @@ def discover(start: Path) -> Workspace:
     root = _find_runtime_root(start)
     store = root / NON_GIT_STORE
     return Workspace(root=root, git_dir=store / "objects.git", store_dir=store, is_git=False)
+
+
+def _open(found: str) -> pygit2.Repository:
+    try:
+        return pygit2.Repository(found)
+    except pygit2.GitError as exc:
+        if "not owned by current user" not in str(exc):
+            raise NotAWorkspace(f"{found} is not a git repository that gitguard can open: "
+                                f"{exc}", "check GIT_DIR, or run `git status` there") from None
+        top = Path(found.rstrip("/"))
+        top = top.parent if top.name == ".git" else top
+        raise NotAWorkspace(
+            f"the repository at {top} belongs to another user (git calls this dubious "
+            "ownership)",
+            f"run gitguard as its owner, or trust it: git config --global --add "
+            f"safe.directory {top}") from None
+
+
+def _work_tree(repo: pygit2.Repository, start: Path, from_env: bool) -> Path | None:
+    """Where git would say the working tree is: GIT_WORK_TREE, core.worktree, the
+    directory a `.git` sits in; with GIT_DIR alone on a non-bare repository, `start`."""
+    env_tree = os.environ.get("GIT_WORK_TREE")
+    if env_tree:
+        return Path(os.path.join(start, env_tree)).resolve()
+    if "core.worktree" in repo.config and repo.workdir is not None:
+        return Path(repo.workdir).resolve()
+    if repo.is_bare or repo.workdir is None:
+        return None
+    return start if from_env else Path(repo.workdir).resolve()
 
 
 def _find_runtime_root(start: Path) -> Path:
@@ -79,8 +122,11 @@ def ensure_object_store(ws: Workspace) -> None:
     exclude.write_text(f"/{NON_GIT_STORE}/\n")
 
 
-def safe_relpath(ws: Workspace, path: str | os.PathLike[str]) -> str:
+def safe_relpath(ws: Workspace, path: str | os.PathLike[str], links: bool = True) -> str:
     """Normalise a path to workspace-relative form; refuse anything that leaves the workspace.
+
+    `links=False`: the string checks only, no look at symlinks on the way (rollback reads
+    what is there itself, and a link an agent made must not refuse the whole rollback).
 
     On strings, not Path objects: every `call begin` runs it for each declared path, and
     the pathlib version cost ~0.2 ms a path (tests/test_workspace_relpath.py compares the
@@ -103,12 +149,20 @@ def safe_relpath(ws: Workspace, path: str | os.PathLike[str]) -> str:
     if parts[0] in (".git", NON_GIT_STORE):
         raise UnsafePath(f"{raw} is inside gitguard's or git's own store",
                          "gitguard never writes there on an agent's behalf")
+    if not links:
+        return rel
     # A symlinked parent directory could lead out of the workspace.
     parent = root
     for part in parts[:-1]:
         parent = os.path.join(parent, part)
         if _is_symlink(parent):
-            target = Path(parent).resolve()
+            try:
+                target = Path(parent).resolve()
+            except (RuntimeError, OSError):     # RuntimeError: a symlink loop (3.11)
+                raise UnsafePath(f"{raw} goes through {parent}, a symlink that leads nowhere "
+                                 "(a loop, or a path the system cannot follow)",
+                                 "fix or remove that symlink; gitguard never follows it"
+                                 ) from None
             if target != ws.root and ws.root not in target.parents:
                 raise UnsafePath(f"{raw} goes through the symlink {parent} out of the workspace",
                                  "gitguard never follows a link out of the workspace")

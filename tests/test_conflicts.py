@@ -40,7 +40,8 @@ def test_merge_drops_the_agents_hunk_and_keeps_the_users(repo: Path,
     user = agent.replace(b"line 8\n", b"line 8 by the user\n")
     conflicted(repo, agent, user)
     shown = gg(repo, "conflicts", "show", "doc.txt").stdout
-    assert "=== base at ckpt_" in shown
+    assert "=== base at ckpt_" not in shown, "diffs by default, not whole files"
+    assert "=== base at ckpt_" in gg(repo, "conflicts", "show", "doc.txt", "--full").stdout
     assert "-line 2\n+line 2 by the agent" in shown
     assert "-line 8\n+line 8 by the user" in shown
     done = json.loads(gg(repo, "conflicts", "resolve", "doc.txt", "--merge", "--json").stdout)
@@ -81,7 +82,7 @@ def test_binary_files_refuse_to_merge_with_a_hint(repo: Path) -> None:
     base = b"\x00\x01\x02binary base"
     conflicted(repo, base + b" agent", base + b" agent user", name="blob.bin", base=base)
     shown = gg(repo, "conflicts", "show", "blob.bin").stdout
-    assert "binary" in shown and "--keep-user or --apply-agent" in shown
+    assert "binary" in shown and "--keep-user or --take-checkpoint" in shown
     proc = gg(repo, "conflicts", "resolve", "blob.bin", "--merge", check=False)
     assert proc.returncode == 1
     assert proc.stderr.startswith("Error: blob.bin is binary: it cannot be merged")

@@ -165,8 +165,10 @@ def test_a_ledger_path_outside_the_workspace_is_refused(repo: Path, name: str) -
     assert store_files(repo) == before
 
 
-def test_a_path_through_a_symlink_out_of_the_workspace_is_refused(repo: Path,
-                                                                  tmp_path: Path) -> None:
+def test_a_path_through_a_symlink_out_of_the_workspace_is_never_followed(
+        repo: Path, tmp_path: Path) -> None:
+    """The link is the working tree's state, not an edited store: the rollback goes on,
+    and what lies beyond the link is neither read as the agent's file nor deleted."""
     guard = Guard.open(repo)
     ckpt = guard.checkpoint("manual").checkpoint_id
     agent_call(guard, "Write", {"out/x.txt": ("file", b"agent\n", False)})
@@ -176,8 +178,9 @@ def test_a_path_through_a_symlink_out_of_the_workspace_is_refused(repo: Path,
     (repo / "out" / "x.txt").unlink()
     (repo / "out").rmdir()
     (repo / "out").symlink_to(elsewhere)
-    with pytest.raises(UnsafePath, match="out of the workspace"):
-        rollback_files(guard, ckpt)
+    result = rollback_files(guard, ckpt)
+    assert result.plan.unchanged == ["out/x.txt"], "absent here, as at the checkpoint"
+    assert (result.restored, result.deleted, result.conflicts) == ([], [], [])
     assert (elsewhere / "x.txt").read_bytes() == b"agent\n"
     assert not (guard.store.conflicts_path).exists()
 

@@ -37,7 +37,13 @@ def reference(ws: Workspace, path: str | os.PathLike[str]) -> str:
     for part in rel.parts[:-1]:
         parent = parent / part
         if parent.is_symlink():
-            target = parent.resolve()
+            try:
+                target = parent.resolve()
+            except RuntimeError:    # a loop: an error with a hint, never a traceback
+                raise UnsafePath(f"{raw} goes through {parent}, a symlink that leads nowhere "
+                                 "(a loop, or a path the system cannot follow)",
+                                 "fix or remove that symlink; gitguard never follows it"
+                                 ) from None
             if target != ws.root and ws.root not in target.parents:
                 raise UnsafePath(f"{raw} goes through the symlink {parent} out of the workspace",
                                  "gitguard never follows a link out of the workspace")
@@ -49,7 +55,7 @@ def answer(check: object, ws: Workspace, path: str | os.PathLike[str]) -> tuple[
         return "ok", check(ws, path)  # type: ignore[operator]
     except UnsafePath as exc:
         return "refused", f"{exc.message} | {exc.hint}"
-    except (RuntimeError, OSError, ValueError) as exc:     # a symlink loop: the same error
+    except (RuntimeError, OSError, ValueError) as exc:
         return type(exc).__name__, str(exc)
 
 

@@ -39,8 +39,12 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, as_json: bool) -
             click.echo(f"{verb}delete  {path}")
         for c in result.conflicts:
             click.echo(f"conflict {c.path}: {c.reason}")
+        for path in result.made_dirs:
+            click.echo(f"mkdir   {path}/ (it was there before the write this undoes)")
         for path in result.plan.kept_user:
             click.echo(f"kept    {path} (only you changed it)")
+        for path, why in result.plan.left:
+            click.echo(f"left    {path}: {why}")
         if result.applied is not None:
             click.echo(f"safety checkpoint {result.applied.safety.checkpoint_id} "
                        f"(rollback-files --to it undoes this)")
@@ -48,7 +52,7 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, as_json: bool) -
             click.echo(f"nothing to roll back: the agent's files are as at {checkpoint_id}")
         if result.conflicts:
             click.echo("see them with `gitguard conflicts show PATH`; resolve with "
-                       "`gitguard conflicts resolve PATH --keep-user|--apply-agent|--merge`")
+                       "`gitguard conflicts resolve PATH --keep-user|--take-checkpoint|--merge`")
 
     emit(result.to_json(), as_json, human)
     pending = len(result.conflicts) if dry_run else pending_count(guard)
@@ -137,10 +141,13 @@ def conflicts(click_ctx: click.Context, ctx: Ctx, as_json: bool) -> None:
 
 @conflicts.command("show")
 @click.argument("path")
+@click.option("--full", is_flag=True,
+              help="Print the three versions whole instead of the two diffs.")
 @json_option
 @pass_ctx
-def conflicts_show(ctx: Ctx, path: str, as_json: bool) -> None:
-    """Three-way view: the base at the checkpoint, the agent's change, the current file.
+def conflicts_show(ctx: Ctx, path: str, full: bool, as_json: bool) -> None:
+    """Three-way view: the agent's change (base at the checkpoint -> what the agent wrote)
+    and the user's change on top of it (-> the current file), as diffs.
 
     Example: gitguard conflicts show src/app.py
     """
@@ -156,15 +163,18 @@ def conflicts_show(ctx: Ctx, path: str, as_json: bool) -> None:
               "agent": text(view.agent), "current": text(view.current),
               "binary": view.binary, "symlink": view.symlink}, True)
         return
-    sys.stdout.buffer.write(render(view))
+    sys.stdout.buffer.write(render(view, full))
     sys.stdout.buffer.flush()
 
 
 @conflicts.command("resolve")
 @click.argument("path")
 @click.option("--keep-user", "how", flag_value="keep_user", help="Keep the file as it is.")
-@click.option("--apply-agent", "how", flag_value="apply_agent",
-              help="Write the checkpoint's content (yours stays in the safety checkpoint).")
+@click.option("--take-checkpoint", "how", flag_value="apply_agent",
+              help="Write the checkpoint's content, undoing the agent's change and yours "
+                   "(yours stays in the safety checkpoint).")
+# The first name of --take-checkpoint; it read as "apply the agent's change", the opposite.
+@click.option("--apply-agent", "how", flag_value="apply_agent", hidden=True)
 @click.option("--merge", "how", flag_value="manual_merge",
               help="Remove the agent's hunks, keep yours; markers where they overlap.")
 @json_option
@@ -175,7 +185,7 @@ def conflicts_resolve(ctx: Ctx, path: str, how: str | None, as_json: bool) -> No
     Example: gitguard conflicts resolve src/app.py --merge
     """
     if how is None:
-        raise click.UsageError("choose one of --keep-user, --apply-agent, --merge")
+        raise click.UsageError("choose one of --keep-user, --take-checkpoint, --merge")
     from gitguard.conflicts import resolve
 
     done = resolve(ctx.guard, path, how)  # type: ignore[arg-type]
@@ -185,7 +195,11 @@ def conflicts_resolve(ctx: Ctx, path: str, how: str | None, as_json: bool) -> No
              "entryId": done.applied.entry.call_id if done.applied else None}
 
     def human() -> None:
-        click.echo(f"{done.conflict.path}: {done.conflict.resolution}")
+        did = {"keep_user": "kept as it is (--keep-user)",
+               "apply_agent": "back to the checkpoint's content (--take-checkpoint)",
+               "manual_merge": "the agent's hunks removed, yours kept (--merge)"}
+        click.echo(f"{done.conflict.path}: "
+                   f"{did.get(done.conflict.resolution, done.conflict.resolution)}")
         if done.applied is not None:
             click.echo(f"safety checkpoint {done.applied.safety.checkpoint_id}")
         if done.markers:
