@@ -49,6 +49,7 @@ SHIM_ID = "gitguard-shim-7c1e9a2f5b04d3e8"
 KEPT_SUFFIX = ".gitguard-legacy"
 PRE_COMMIT_LEGACY = ".legacy"  # where pre-commit keeps the hook it replaced (maybe ours)
 LEFTHOOK_OLD = ".old"          # where lefthook keeps the hook it replaced; it never runs it
+_DIRS_FILE = "hooks-dirs"      # in the store: the hooks directories install wrote into
 # pre-commit's `is_our_script` marks (pre_commit/commands/install_uninstall.py, 4.x)
 _PRE_COMMIT_IDS = (b"138fd403232d2ddd5efb44317e38bf03", b"4d9958c90bc262f47553e2c073f14cfe",
                    b"d8ee923c46731b42cd95cc869add4062", b"49fd668cb42069aa1b6048464be5d395",
@@ -202,6 +203,7 @@ def install(ws: Workspace, python: str | None = None) -> Report:
                 "`gitguard hooks install` again")
     where.path.mkdir(parents=True, exist_ok=True)
     Store(ws).create()      # the native client is built into it
+    _record_dir(ws, where.path)
     native = nativeclient.build(ws.store_dir, python)
     states = []
     for name in HOOKS:
@@ -241,11 +243,29 @@ def uninstall(ws: Workspace) -> Report:
     where = locate(ws, for_install=False)
     states = [HookState(name, _state_of(where.path, name), _uninstall_one(where.path, name))
               for name in HOOKS]
-    default = _default_dir(ws)
-    if default != where.path and default.is_dir():
-        for name in HOOKS:
-            _uninstall_one(default, name)
+    for other in dict.fromkeys([_default_dir(ws), *_recorded_dirs(ws)]):
+        if other != where.path and other.is_dir():
+            for name in HOOKS:
+                _uninstall_one(other, name)
+    (ws.store_dir / _DIRS_FILE).unlink(missing_ok=True)
     return Report(where, states)
+
+
+def _recorded_dirs(ws: Workspace) -> list[Path]:
+    """Every hooks directory `install` wrote into: git may have stopped looking there
+    (husky's core.hooksPath unset by its uninstall) and the shims must still go."""
+    try:
+        raw = (ws.store_dir / _DIRS_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    return [Path(os.fsdecode(line)) for line in raw.split(b"\0") if line]
+
+
+def _record_dir(ws: Workspace, directory: Path) -> None:
+    dirs = _recorded_dirs(ws)
+    if directory not in dirs:
+        durable.atomic_write(ws.store_dir / _DIRS_FILE,
+                             b"".join(os.fsencode(d) + b"\0" for d in [*dirs, directory]))
 
 
 def _uninstall_one(directory: Path, name: str) -> str:
