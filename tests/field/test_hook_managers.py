@@ -160,6 +160,12 @@ def test_hook_manager_and_gitguard(name: str, install_first: str, uninstall_firs
             warned = gg(repo, "status")
             assert "Warning: refs/gitguard/* exist and no gitguard pre-push hook runs" \
                 in warned.stderr
+            shown = json.loads(gg(repo, "hooks", "status", "--json").stdout)
+            if name == "lefthook":      # it keeps gitguard's shim as pre-push.old
+                states = {h["name"]: h["state"] for h in shown["hooks"]}
+                assert states["pre-push"] == "displaced"
+            else:                       # git runs .husky/_ now
+                assert "where git does not look" in shown["notice"]
             gg(repo, "hooks", "install")
         alone = None
     gg(repo, "checkpoint")
