@@ -227,3 +227,17 @@ def test_a_tool_installed_after_gitguard_keeps_the_chain(repo: Path, tmp_path: P
     gg(repo, "hooks", "uninstall")
     assert (hooks_dir / "pre-push.legacy").read_text() == original  # pre-commit runs it again
     assert not (hooks_dir / "pre-push.gitguard-legacy").exists()
+
+
+def test_a_shim_left_under_a_removed_tool_hook_comes_back(repo: Path) -> None:
+    """pre-commit's hook deleted by hand (not `pre-commit uninstall`) leaves gitguard's shim as
+    pre-push.legacy, which nothing runs: status says so and install puts it back in front."""
+    hooks_dir = repo / ".git" / "hooks"
+    write_hook(hooks_dir / "pre-push", PRE_COMMIT_STYLE)
+    gg(repo, "hooks", "install")
+    (hooks_dir / "pre-push").unlink()
+    status = json.loads(gg(repo, "hooks", "status", "--json").stdout)
+    assert {h["name"]: h["state"] for h in status["hooks"]}["pre-push"] == "displaced"
+    gg(repo, "hooks", "install")
+    assert "gitguard-shim-" in (hooks_dir / "pre-push").read_text()
+    assert not (hooks_dir / "pre-push.legacy").exists()

@@ -175,7 +175,7 @@ def _paths(where: HooksDir | Path, name: str) -> tuple[Path, Path, Path, Path]:
 
 def _plan(hook: Path, kept: Path, legacy: Path) -> tuple[Path, Path | None]:
     """Where the shim goes and which hook (if any) moves to `kept` to make room for it."""
-    if is_ours(legacy) and not is_ours(hook):
+    if is_ours(legacy) and os.path.lexists(hook) and not is_ours(hook):
         return legacy, None     # already beneath another tool's hook (pre-commit installed last)
     if is_ours(hook) or not os.path.lexists(hook):
         return hook, None
@@ -222,8 +222,9 @@ def install(ws: Workspace, python: str | None = None) -> Report:
             action = "installed"
         if moved is not None:
             os.rename(moved, kept)
-        if target == hook and is_ours(old):
-            old.unlink()        # lefthook moved an earlier shim aside; this one replaces it
+        for stale in (legacy, old):
+            if target == hook and is_ours(stale):
+                stale.unlink()  # a shim another tool moved aside, its tool gone: this replaces it
         if target.exists() and target.read_bytes() == shim:
             action = "unchanged"
         else:
@@ -291,8 +292,8 @@ def _state_of(directory: Path, name: str) -> str:
     hook, _, legacy, old = _paths(directory, name)
     if is_ours(hook):
         return "installed"
-    if is_ours(legacy) and runs_legacy(hook):
-        return "installed-under-legacy"
+    if is_ours(legacy) and os.path.lexists(hook):
+        return "installed-under-legacy"     # the pre-commit convention: its hook runs .legacy
     if is_ours(legacy) or is_ours(old):
         return "displaced"     # kept aside by another tool that does not run it
     return "not-installed"
