@@ -241,3 +241,24 @@ def test_a_shim_left_under_a_removed_tool_hook_comes_back(repo: Path) -> None:
     gg(repo, "hooks", "install")
     assert "gitguard-shim-" in (hooks_dir / "pre-push").read_text()
     assert not (hooks_dir / "pre-push.legacy").exists()
+
+
+def test_a_shim_lefthook_displaced_over_a_kept_hook(repo: Path) -> None:
+    """lefthook installed after gitguard keeps the shim as pre-push.old (and never runs it)
+    while the user's first hook is pre-push.gitguard-legacy: install says how to untangle
+    it, and uninstall hands the user's hook to lefthook's .old, where lefthook restores it."""
+    hooks_dir = repo / ".git" / "hooks"
+    mine = "#!/bin/sh\necho mine\n"
+    write_hook(hooks_dir / "pre-push", mine)
+    gg(repo, "hooks", "install")
+    (hooks_dir / "pre-push").rename(hooks_dir / "pre-push.old")      # what lefthook does
+    write_hook(hooks_dir / "pre-push", "#!/bin/sh\n# LEFTHOOK\nexit 0\n")
+    before = fingerprint(hooks_dir)
+    refused = gg(repo, "hooks", "install", check=False)
+    assert refused.returncode == 1
+    assert "Error: another tool (lefthook?) replaced gitguard's pre-push hook" in refused.stderr
+    assert "Hint: run `gitguard hooks uninstall`" in refused.stderr
+    assert fingerprint(hooks_dir) == before
+    gg(repo, "hooks", "uninstall")
+    assert (hooks_dir / "pre-push.old").read_text() == mine
+    assert not (hooks_dir / "pre-push.gitguard-legacy").exists()

@@ -194,8 +194,14 @@ def install(ws: Workspace, python: str | None = None) -> Report:
     where = locate(ws)
     python = python or sys.executable
     for name in HOOKS:
-        hook, kept, legacy, _ = _paths(where, name)
+        hook, kept, legacy, old = _paths(where, name)
         _, moved = _plan(hook, kept, legacy)
+        if moved is not None and os.path.lexists(kept) and is_ours(old):
+            raise GitguardError(
+                f"another tool (lefthook?) replaced gitguard's {name} hook and keeps it as "
+                f"{old.name}, and your earlier hook is still {kept.name}",
+                f"run `gitguard hooks uninstall` (your hook goes back to {old.name}, where "
+                "that tool keeps the hook it replaced), then `gitguard hooks install`")
         if moved is not None and os.path.lexists(kept):
             raise GitguardError(
                 f"both {moved} and {kept} exist, and neither is gitguard's hook",
