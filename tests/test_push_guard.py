@@ -83,18 +83,18 @@ def test_status_and_verify_warn_when_no_pre_push_guard_runs(repo: Path) -> None:
     gg(repo, "checkpoint", "--kind", "manual", "--step", "s1")
     for command in ("status", "verify"):
         proc = gg(repo, command)            # a warning, not a failure
-        assert "Warning: refs/gitguard/* exist and no gitguard pre-push hook runs" in proc.stderr
+        assert "Warning: refs/gitguard/* exist and no gitguard pre-push hook runs" in proc.stdout
         warnings = json.loads(gg(repo, command, "--json").stdout)["warnings"]
         assert len(warnings) == 1 and "gitguard hooks install" in warnings[0]
     gg(repo, "hooks", "install")
     for command in ("status", "verify"):
-        assert "Warning" not in gg(repo, command).stderr
+        assert "Warning" not in gg(repo, command).stdout
         assert json.loads(gg(repo, command, "--json").stdout)["warnings"] == []
     # Another tool replacing the pre-push hook (lefthook keeps ours as .old, never run)
     hooks = repo / ".git" / "hooks"
     (hooks / "pre-push").rename(hooks / "pre-push.old")
     write_hook(hooks / "pre-push", "#!/bin/sh\n# LEFTHOOK file\nexit 0\n")
-    assert "Warning: refs/gitguard/*" in gg(repo, "verify").stderr
+    assert "Warning: refs/gitguard/*" in gg(repo, "verify").stdout
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["default", "after-refs-hide"])

@@ -28,7 +28,7 @@ def status(ctx: Ctx, as_json: bool) -> None:
 
     def human() -> None:
         if warning:
-            click.echo(f"Warning: {warning}", err=True)
+            click.echo(f"Warning: {warning}")
         plain = "" if found.git else " (not a git repository)"
         click.echo(f"workspace {found.workspace}{plain}")
         if found.git:
@@ -101,7 +101,7 @@ def verify(ctx: Ctx, as_json: bool) -> None:
         for line in checked.notes:
             click.echo(f"note: {line}")
         if warning:
-            click.echo(f"Warning: {warning}", err=True)
+            click.echo(f"Warning: {warning}")
         if not found:
             click.echo("store ok")
 

@@ -159,7 +159,7 @@ def test_hook_manager_and_gitguard(name: str, install_first: str, uninstall_firs
         if name != "pre-commit":    # pre-commit runs gitguard's shim as its .legacy
             warned = gg(repo, "status")
             assert "Warning: refs/gitguard/* exist and no gitguard pre-push hook runs" \
-                in warned.stderr
+                in warned.stdout
             shown = json.loads(gg(repo, "hooks", "status", "--json").stdout)
             if name == "lefthook":      # it keeps gitguard's shim as pre-push.old
                 states = {h["name"]: h["state"] for h in shown["hooks"]}
@@ -191,7 +191,7 @@ def test_hook_manager_and_gitguard(name: str, install_first: str, uninstall_firs
         assert f"{name} post-checkout" not in ran, f"{name} uninstall did not take effect"
         if name == "husky" and install_first == "tool":
             # git runs .git/hooks again, where gitguard never was: it says so, goes there
-            assert "no gitguard pre-push hook runs" in gg(repo, "status").stderr
+            assert "no gitguard pre-push hook runs" in gg(repo, "status").stdout
             gg(repo, "hooks", "install")
             ran = _check_out(repo, "other", log)
         assert _moves(repo)[-1]["newHead"] == git(repo, "rev-parse", "HEAD").strip()
