@@ -138,6 +138,11 @@ def test_the_readme_transport_table_holds(guarded: Path, tmp_path: Path, hidden:
         else:
             assert proc.returncode == 0, f"{command}: {proc.stderr}"
             assert carried == (expected == "carried"), f"{command}: expected {expected}"
+            if verb == "push" and carried:   # the README's way out: the hook lets it through
+                for ref in _hidden_refs(dest):
+                    deleted = run_git(repo, "push", "origin", "--delete", ref)
+                    assert deleted.returncode == 0, deleted.stderr
+                assert _hidden_refs(dest) == []
             if verb != "bundle":    # the command did its ordinary work
                 assert git(dest, "for-each-ref", "refs/heads/", "refs/tags/") \
                     or (dest / "FETCH_HEAD").is_file(), command
