@@ -21,7 +21,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "resume": ("recovery", "resume"), "explain": ("recovery", "explain"),
     "reconcile": ("recovery", "reconcile"), "repair": ("recovery", "repair"),
     "gc": ("gc", "gc"), "pin": ("gc", "pin"), "trace": ("trace", "trace"), "key": ("key", "key"),
-    "hooks": ("hooks", "hooks"), "hook": ("hooks", "hook"),
+    "hooks": ("hooks", "hooks"), "hook": ("hooks", "hook"), "refs": ("hooks", "refs"),
     "integrate": ("integrate", "integrate"), "run": ("run", "run"),
     "rollback-files": ("rollback", "rollback_files"),
     "restore-session": ("rollback", "restore_session"),

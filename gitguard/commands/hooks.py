@@ -77,6 +77,70 @@ def hooks_status(ctx: Ctx, as_json: bool) -> None:
 
 
 @click.group()
+def refs() -> None:
+    """Whether repositories that clone or fetch from this one can see refs/gitguard/*.
+
+    They cannot with a plain clone or fetch; a mirror clone or a fetch of refs/* can,
+    unless you hide the refs with `gitguard refs hide` (it changes your git config).
+    """
+
+
+def _refs_result(ws: Any, changed: bool, as_json: bool) -> None:
+    from gitguard.integrations import hide_refs
+
+    now = hide_refs.hidden(ws)
+    value = {"hidden": now, "changed": changed, "key": hide_refs.KEY, "value": hide_refs.VALUE}
+    line = (f"{hide_refs.KEY} = {hide_refs.VALUE} is set in this repository's config: clones and "
+            "fetches from this repository (a mirror clone included) do not get refs/gitguard/*"
+            if now else f"{hide_refs.KEY} = {hide_refs.VALUE} is not set: a mirror clone of this "
+            "repository or a fetch of refs/* gets refs/gitguard/*")
+    emit(value, as_json, lambda: click.echo(("" if changed else "Unchanged: ") + line))
+
+
+@refs.command("hide")
+@json_option
+@pass_ctx
+def refs_hide(ctx: Ctx, as_json: bool) -> None:
+    """Set transfer.hideRefs = refs/gitguard in this repository's config (you asked for it).
+
+    upload-pack and receive-pack then leave refs/gitguard/* out, so `git clone --mirror`
+    and `git fetch '+refs/*:refs/*'` from this repository do not carry them.
+    `git bundle create --all` and `git push --mirror --no-verify` still do.
+
+    Example: gitguard refs hide
+    """
+    from gitguard.integrations import hide_refs
+
+    ws = ctx.guard.ws
+    _require_git(ws)
+    _refs_result(ws, hide_refs.hide(ws), as_json)
+
+
+@refs.command("unhide")
+@json_option
+@pass_ctx
+def refs_unhide(ctx: Ctx, as_json: bool) -> None:
+    """Take out the transfer.hideRefs value `gitguard refs hide` set; nothing else.
+
+    Example: gitguard refs unhide
+    """
+    from gitguard.integrations import hide_refs
+
+    ws = ctx.guard.ws
+    _require_git(ws)
+    _refs_result(ws, hide_refs.unhide(ws), as_json)
+
+
+def _require_git(ws: Any) -> None:
+    from gitguard.errors import GitguardError
+
+    if not ws.is_git:
+        raise GitguardError(f"{ws.root} is not a git repository: it has no refs to hide",
+                            "gitguard's snapshots here live in .agent-runtime/objects.git, "
+                            "which nothing clones")
+
+
+@click.group()
 def hook() -> None:
     """What the installed hooks call; you do not run these yourself."""
 

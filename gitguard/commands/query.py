@@ -8,6 +8,7 @@ from gitguard import verify as verify_mod
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
 from gitguard.integrations import baselines
+from gitguard.integrations.pushcheck import HIDDEN_PREFIX
 
 
 @click.command()
@@ -22,8 +23,12 @@ def status(ctx: Ctx, as_json: bool) -> None:
     value = found.to_json()
     # What the git hooks recorded: the user's checkouts/merges and the agent patches committed.
     value["gitEvents"] = baselines.summary(ctx.guard.store) if found.git else None
+    warning = _push_guard_warning(ctx)
+    value["warnings"] = [warning] if warning else []
 
     def human() -> None:
+        if warning:
+            click.echo(f"Warning: {warning}")
         plain = "" if found.git else " (not a git repository)"
         click.echo(f"workspace {found.workspace}{plain}")
         if found.git:
@@ -88,6 +93,7 @@ def verify(ctx: Ctx, as_json: bool) -> None:
     guard = ctx.guard
     checked = verify_mod.report(guard.store, guard.snap)
     found = checked.problems + verify_mod.permission_problems(guard.store)
+    warning = _push_guard_warning(ctx)   # a promise at risk, not damage: verify still passes
 
     hints = dict.fromkeys(p.hint for p in found)
 
@@ -98,12 +104,26 @@ def verify(ctx: Ctx, as_json: bool) -> None:
                 click.echo(f"  hint: {problem.hint}")
         for line in checked.notes:
             click.echo(f"note: {line}")
+        if warning:
+            click.echo(f"Warning: {warning}")
         if not found:
             click.echo("store ok")
 
     emit({"ok": not found, "problems": found, "hints": [p.hint for p in found],
-          "notes": checked.notes}, as_json, human)
+          "notes": checked.notes, "warnings": [warning] if warning else []}, as_json, human)
     if found:
         raise GitguardError(f"the store has {len(found)} problem(s)",
                             next(iter(hints)) if len(hints) == 1
                             else "each problem above has its own hint")
+
+
+def _push_guard_warning(ctx: Ctx) -> str | None:
+    """refs/gitguard/* exist and `git push --mirror` from here would not be refused."""
+    from gitguard.integrations.hook_install import push_guard_warning
+
+    guard = ctx.guard
+    if not guard.ws.is_git:
+        return None
+    hidden = any(name.startswith(HIDDEN_PREFIX)
+                 for name in guard.snap.repo.references)
+    return push_guard_warning(guard.ws, hidden)
