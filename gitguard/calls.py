@@ -12,6 +12,7 @@ from gitguard import (
     checkpoints,
     clock,
     durable,
+    jsontext,
     ledger,
     packing,
     patchtext,
@@ -77,6 +78,10 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
           force_replay: bool = False, compensates: str | None = None) -> ToolLedgerEntry:
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
+    if not isinstance(tool_input, Mapping):
+        raise GitguardError("a call's input must be a JSON object", 'for example {"command": '
+                            '"ls"}')
+    jsontext.check_depth(tool_input, "the call's input")
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
     # Redact before anything quotes or cuts the input (the classification reason quotes the
     # command; the summary is cut at 200 characters): half a secret matches no pattern.
