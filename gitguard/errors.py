@@ -49,3 +49,89 @@ class ReplayRefused(GitguardError):
 
 class UnsafePath(GitguardError):
     """A path that would leave the workspace."""
+
+
+# errno values that say the machine, not gitguard, is short of something the user can give
+_FULL = {28: "no space left", 122: "disk quota exceeded"}      # ENOSPC, EDQUOT
+_READ_ONLY = 30                                                # EROFS
+_DENIED = (1, 13)                                              # EPERM, EACCES
+_MESSAGES = (("No space left on device", 28), ("Disk quota exceeded", 122),
+             ("Read-only file system", 30))
+
+
+def translate(exc: BaseException) -> GitguardError | None:
+    """An exception that is about what the user sent or what the machine lacks (a full
+    disk, a read-only store, too little memory, a value nested too deeply to process), as
+    the error the user can fix; None for anything else (a bug: exit 3 and a crash log).
+
+    Every error boundary asks this before treating an exception as a bug: a full disk
+    printed a 60-line traceback from whichever write met it first."""
+    if isinstance(exc, GitguardError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return GitguardError("a value given to gitguard nests too deeply to process",
+                             "pass a flatter value (a tool's input is usually a few levels "
+                             "deep)")
+    if isinstance(exc, MemoryError):
+        return GitguardError("gitguard ran out of memory",
+                             "free some memory, or pass a smaller input")
+    code, path = _errno_of(exc)
+    if code in _FULL:
+        where = f" on the file system holding {path}" if path else ""
+        free = _free_kib(path)
+        return GitguardError(
+            f"{_FULL[code]}{where}" + (f" ({free} KiB free)" if free is not None else ""),
+            "free some space there and run the command again: gitguard needs room for its "
+            "next records (usually well under 1 MiB); nothing was half-written")
+    if code == _READ_ONLY:
+        return GitguardError(f"{path or 'the gitguard store'} is on a read-only file system",
+                             "remount it read-write, or run gitguard where it can write its "
+                             "store")
+    if code in _DENIED and path:
+        return GitguardError(f"permission denied: {path}",
+                             "check the owner and mode of that path (the store is private "
+                             "to the user who created it)")
+    return None
+
+
+def _errno_of(exc: BaseException) -> tuple[int | None, str | None]:
+    """(errno, path) of an OSError, or of a git error whose message names one."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:     # the cause chain
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            name = current.filename
+            return current.errno, (str(name) if name is not None else None)
+        text = str(current)
+        for phrase, code in _MESSAGES:
+            if phrase in text:
+                return code, _quoted_path(text)
+        current = current.__cause__ or current.__context__
+    return None, None
+
+
+def _quoted_path(text: str) -> str | None:
+    """libgit2 names the file in its message ("failed to write '/x/y': ...")."""
+    for quote in ("'", '"'):
+        start = text.find(quote + "/")
+        if start >= 0:
+            end = text.find(quote, start + 1)
+            if end > start:
+                return text[start + 1:end]
+    return None
+
+
+def _free_kib(path: str | None) -> int | None:
+    import os
+
+    here = path
+    while here:
+        try:
+            info = os.statvfs(here)
+        except OSError:
+            parent = os.path.dirname(here)
+            here = None if parent == here else parent
+            continue
+        return info.f_bavail * info.f_frsize // 1024
+    return None
