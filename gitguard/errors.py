@@ -8,6 +8,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_REFUSED = 4
 EXIT_CONFLICTS = 5
+EXIT_NOT_RUNNING = 6        # `daemon status` only: no daemon runs for this worktree
 
 
 class GitguardError(Exception):

@@ -249,7 +249,7 @@ def test_the_binary_framing_reads_as_the_json_request() -> None:
     assert server.encode_binary({"fallback": True, "reason": "r"})[4:5] == b"\x01"
 
 
-def test_a_malformed_binary_request_gets_no_answer_and_the_daemon_serves_on(
+def test_a_malformed_binary_request_is_refused_and_the_daemon_serves_on(
         repo: Path) -> None:
     native = _built(repo)
     with running_daemon(repo):
@@ -257,7 +257,9 @@ def test_a_malformed_binary_request_gets_no_answer_and_the_daemon_serves_on(
         client_side.connect(str(store_of(repo) / "daemon.sock"))
         client_side.sendall(server.MAGIC + b"\x00\x00\x00\x01")    # truncated request
         client_side.shutdown(socket.SHUT_WR)
-        assert client_side.recv(100) == b"", "a malformed request gets no answer"
+        answer = b"".join(iter(lambda: client_side.recv(4096), b""))
+        assert answer[:4] == server.MAGIC and answer[4:9] == b"\x00\x00\x00\x00\x01"
+        assert b"Error: the gitguard daemon refused a request" in answer
         client_side.close()
         ok = _run([str(native), "call", "begin", "--tool", "Read"], repo)
         assert ok.returncode == 0 and ok.stdout.startswith(b"call_"), ok.stderr
