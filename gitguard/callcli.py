@@ -251,7 +251,7 @@ def crash_log(exc: BaseException) -> str:
     for directory, mine in _crash_dirs():
         try:
             if mine:
-                _private_dir(directory)
+                private_dir(directory)
             return _write_new_log(directory, text)
         except OSError as err:
             tried.append(f"{directory}: {err.strerror}")
@@ -269,11 +269,18 @@ def _crash_dirs() -> list[tuple[Path, bool]]:
             dirs.append((store, False))
     except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
         pass
+    state = state_dir()
+    if state is not None:
+        dirs.append((state, True))
+    return dirs
+
+
+def state_dir() -> Path | None:
+    """$XDG_STATE_HOME/gitguard, else ~/.local/state/gitguard: the user's own logs when
+    there is no store (see private_dir)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "state")
-    if os.path.isabs(state):
-        dirs.append((Path(state) / "gitguard", True))
-    return dirs
+    return Path(state) / "gitguard" if os.path.isabs(state) else None
 
 
 def _write_new_log(directory: Path, text: bytes) -> str:
@@ -306,7 +313,7 @@ def _write_new_log(directory: Path, text: bytes) -> str:
         os.close(dir_fd)
 
 
-def _private_dir(directory: Path) -> None:
+def private_dir(directory: Path) -> None:
     """The user's state directory for gitguard: made 0700 if missing; refused when it is a
     symlink, not a directory, another user's, or open to others."""
     os.makedirs(directory.parent, mode=0o700, exist_ok=True)

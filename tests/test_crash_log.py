@@ -86,3 +86,24 @@ def test_in_a_workspace_the_log_goes_to_the_store(repo: Path,
     where = Path(callcli.crash_log(boom()))
     assert where.parent == repo / ".git" / "gitguard"
     assert stat.S_IMODE(where.stat().st_mode) == 0o600 and where.stat().st_size > 0
+
+
+def test_the_hook_error_log_follows_no_symlink_and_stays_private(
+        no_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no store it was appended to $TMPDIR/gitguard-hook-errors.log (umask's mode,
+    following a planted symlink); now the user's private state directory."""
+    from gitguard.integrations import hooklog
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    (tmp / "gitguard-hook-errors.log").symlink_to(victim)
+    where = Path(hooklog.log_failure(None, "claude-code", boom()))
+    assert where == no_store / "hook-errors.log"
+    assert stat.S_IMODE(where.stat().st_mode) == 0o600 and "boom in a test" in where.read_text()
+    where.unlink()
+    where.symlink_to(victim)
+    assert hooklog.log_failure(None, "claude-code", boom()).startswith("(nowhere")
+    assert victim.read_bytes() == b"precious\n"
