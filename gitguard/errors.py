@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 EXIT_OK = 0
 EXIT_USER = 1
 EXIT_USAGE = 2
@@ -56,8 +58,10 @@ class UnsafePath(GitguardError):
 _FULL = {28: "no space left", 122: "disk quota exceeded"}      # ENOSPC, EDQUOT
 _READ_ONLY = 30                                                # EROFS
 _DENIED = (1, 13)                                              # EPERM, EACCES
-_MESSAGES = (("No space left on device", 28), ("Disk quota exceeded", 122),
-             ("Read-only file system", 30))
+# ... and the words git, libgit2 and Python use for them in a message
+_MESSAGES = (("No space left on device", 28), ("Out of diskspace", 28),
+             ("Disk quota exceeded", 122), ("Read-only file system", 30))
+NEARLY_FULL_KIB = 1024      # below this a failed write is taken for a full disk
 
 
 def translate(exc: BaseException) -> GitguardError | None:
@@ -77,13 +81,31 @@ def translate(exc: BaseException) -> GitguardError | None:
         return GitguardError("gitguard ran out of memory",
                              "free some memory, or pass a smaller input")
     code, path = _errno_of(exc)
+    return None if code is None else _for_errno(code, path)
+
+
+def translate_text(text: str, near: str | None) -> GitguardError | None:
+    """The same for a message (git's stderr): `near` is where it was writing."""
+    for phrase, code in _MESSAGES:
+        if phrase in text:
+            return _for_errno(code, _quoted_path(text) or near)
+    return None
+
+
+def nearly_full(path: str) -> bool:
+    free = _free_kib(path)
+    return free is not None and free < NEARLY_FULL_KIB
+
+
+def _for_errno(code: int, path: str | None) -> GitguardError | None:
+    path = path or _store_here()
     if code in _FULL:
         where = f" on the file system holding {path}" if path else ""
         free = _free_kib(path)
         return GitguardError(
             f"{_FULL[code]}{where}" + (f" ({free} KiB free)" if free is not None else ""),
-            "free some space there and run the command again: gitguard needs room for its "
-            "next records (usually well under 1 MiB); nothing was half-written")
+            f"free at least {NEARLY_FULL_KIB} KiB there and run the command again (gitguard's "
+            "next records and snapshot need room); nothing was half-written")
     if code == _READ_ONLY:
         return GitguardError(f"{path or 'the gitguard store'} is on a read-only file system",
                              "remount it read-write, or run gitguard where it can write its "
@@ -113,7 +135,7 @@ def _errno_of(exc: BaseException) -> tuple[int | None, str | None]:
 
 
 def _quoted_path(text: str) -> str | None:
-    """libgit2 names the file in its message ("failed to write '/x/y': ...")."""
+    """libgit2 and git name the file in their message ("failed to write '/x/y': ...")."""
     for quote in ("'", '"'):
         start = text.find(quote + "/")
         if start >= 0:
@@ -123,9 +145,18 @@ def _quoted_path(text: str) -> str | None:
     return None
 
 
-def _free_kib(path: str | None) -> int | None:
-    import os
+def _store_here() -> str | None:
+    """The store of the current directory (an OSError without a file name)."""
+    from gitguard.client import find_store
 
+    try:
+        found = find_store(os.getcwd())
+    except OSError:
+        return None
+    return found[1] if found else None
+
+
+def _free_kib(path: str | None) -> int | None:
     here = path
     while here:
         try:
