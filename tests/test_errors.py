@@ -134,3 +134,17 @@ def test_the_api_refuses_a_deep_or_self_referencing_input(started: Path) -> None
             with pytest.raises(GitguardError, match="nests deeper than 100"):
                 guard.begin_call("Bash", bad)
     assert store_files(started) == before
+
+
+def test_the_api_refuses_an_input_that_is_not_json(started: Path) -> None:
+    """Bytes, sets or objects in a Python caller's input were a TypeError from deep in
+    the hashing (an internal error); now a GitguardError, with nothing written."""
+    from gitguard.api import Guard
+    from gitguard.errors import GitguardError
+
+    before = store_files(started)
+    with Guard.open(str(started)) as guard:
+        for bad in ({"a": b"bytes"}, {"a": {1, 2}}, {"a": object()}):
+            with pytest.raises(GitguardError, match="the call's input is not JSON"):
+                guard.begin_call("Bash", bad)
+    assert store_files(started) == before
