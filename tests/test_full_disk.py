@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gg, git
+from daemons import running_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -109,6 +110,23 @@ def test_a_full_disk_is_an_error_the_user_can_fix(repo_on: Path, small_fs: Path,
     again = one_call(repo_on, "space is back")
     assert [p.returncode for p in again] == [0, 0], again[-1].stderr
     assert_clean(repo_on, again)
+
+
+@pytest.mark.parametrize("free_kib", [0, 8])
+def test_a_full_disk_through_the_daemon(repo_on: Path, small_fs: Path, free_kib: int) -> None:
+    """The daemon's own boundary (daemon_calls) printed 'internal error: OSError' (exit 3),
+    and its state file's temp file was left behind."""
+    with running_daemon(repo_on):
+        fill(small_fs, free_kib)
+        ran = commands(repo_on)
+        assert_clean(repo_on, ran)
+        (small_fs / "filler").unlink()
+        again = one_call(repo_on, "space is back")
+        assert [p.returncode for p in again] == [0, 0], again[-1].stderr
+    for args in (["verify"], ["resume"]):
+        proc = gg(repo_on, *args, check=False)
+        assert proc.returncode == 0, proc.stderr
+    assert_clean(repo_on, [])
 
 
 def test_a_read_only_store(repo_on: Path, small_fs: Path) -> None:
