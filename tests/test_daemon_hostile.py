@@ -106,3 +106,22 @@ def test_daemon_status_exit_codes(repo: Path) -> None:
     with running_daemon(repo):
         running = gg(repo, "daemon", "status", "--json", check=False)
         assert running.returncode == 0 and json.loads(running.stdout)["state"] == "running"
+
+
+def test_the_python_api_gives_up_on_a_hung_daemon_and_runs_in_process(repo: Path) -> None:
+    from gitguard.api import Guard
+
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    with running_daemon(repo) as pid:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with Guard.open(repo) as guard:
+                entry = guard.begin_call("Read", {"file_path": "README.md"})
+                guard.end_call(entry.call_id, "succeeded")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert client.request(str(store_of(repo)), "ping", timeout=30,
+                              take_timeout=30)["result"]["pid"] == pid
+    state = ledger.read(Store(discover(repo)))
+    assert list(state.entries) == [entry.call_id]
+    assert state.entries[entry.call_id].status == "succeeded"

@@ -263,3 +263,28 @@ def test_a_malformed_binary_request_is_refused_and_the_daemon_serves_on(
         client_side.close()
         ok = _run([str(native), "call", "begin", "--tool", "Read"], repo)
         assert ok.returncode == 0 and ok.stdout.startswith(b"call_"), ok.stderr
+
+
+def test_a_hung_daemon_is_given_up_on_and_the_call_runs_in_python(repo: Path) -> None:
+    """SIGSTOP: the native client waited 300 s for an answer. It now waits GG_TAKE_S for
+    the worker to take the request, then runs the Python entry, and the daemon, once it
+    runs again, skips the request: one call, recorded once."""
+    import signal
+
+    from gitguard import ledger
+
+    native = _built(repo)
+    with running_daemon(repo) as pid:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            begun = _run([str(native), "call", "begin", "--tool", "Write", "--writes",
+                          "a.txt", "--input", '{"file_path": "a.txt"}'], repo)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert begun.returncode == 0, begun.stderr
+        call_id = begun.stdout.decode().strip()
+        ended = _run([str(native), "call", "end", call_id, "--status", "succeeded"], repo)
+        assert ended.returncode == 0, ended.stderr
+    assert list(ledger.read(Store(discover(repo))).entries) == [call_id]
+    assert "gave up before its call.begin request ran" in (
+        store_of(repo) / "daemon.log").read_text()
