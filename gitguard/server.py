@@ -10,7 +10,8 @@ slow reader does not take at once. No thread per connection: 1,000 idle connecti
 
 Bounded: a request must arrive whole within READ_TIMEOUT_S, an answer be taken within
 WRITE_TIMEOUT_S; at most MAX_WAITING connections may be sending (the oldest is dropped
-for a new one); a request is at most MAX_REQUEST bytes and nests at most
+for a new one), holding at most MAX_BUFFERED bytes together; a request is at most
+MAX_REQUEST bytes (else the client does the work itself) and nests at most
 jsontext.MAX_DEPTH + a few levels. Anything malformed, too big or too deep gets an
 answer saying so. Every event is handled under a catch-all that drops that one
 connection; should the loop itself die anyway, `on_death` stops the daemon, which then
@@ -51,6 +52,7 @@ MAX_REQUEST_DEPTH = jsontext.MAX_DEPTH + 8     # the user's input sits a few lev
 READ_TIMEOUT_S = 10.0   # a client sends its request whole right after connecting
 WRITE_TIMEOUT_S = 60.0  # ... and reads its answer as it comes
 MAX_WAITING = 512       # connections still sending; the oldest is dropped beyond this
+MAX_BUFFERED = 256 * 1024 * 1024    # all their bytes together (512 x 64 MiB would be 32 GiB)
 MAGIC = b"GGB1"         # the native client's framing; a JSON request starts with "{"
 _U32 = struct.Struct(">I")
 # accept(2) errors that pass: out of descriptors or memory, or a client already gone
@@ -89,6 +91,7 @@ class SocketServer:
         # answer, each in order of their deadlines (a deadline is set once, from now).
         self._reading: dict[_Conn, None] = {}
         self._writing: dict[_Conn, None] = {}
+        self._buffered = 0      # bytes of requests still arriving, all connections
         self._outbox: queue.SimpleQueue[tuple[_Conn, bytes]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._pending = 0       # requests queued or answered and not yet sent whole
@@ -239,9 +242,11 @@ class SocketServer:
             return
         if chunk:
             conn.data += chunk
-            if len(conn.data) > MAX_REQUEST:
-                self._reply(sel, conn, {"fallback": True, "reason": "the request is larger "
-                                        f"than {MAX_REQUEST >> 20} MiB"}, False)
+            self._buffered += len(chunk)
+            if len(conn.data) > MAX_REQUEST or self._buffered > MAX_BUFFERED:
+                # the client does the work itself; the daemon's memory stays bounded
+                self._reply(sel, conn, {"fallback": True, "reason": "the request is too "
+                                        "large for the daemon now"}, False)
             return
         del self._reading[conn]
         sel.unregister(conn.sock)
@@ -250,7 +255,7 @@ class SocketServer:
     def _complete(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
         """A whole request: queue it for the worker, or answer at once why not."""
         data = bytes(conn.data)
-        conn.data = bytearray()
+        self._forget_data(conn)
         binary = data.startswith(MAGIC)
         request, why = (decode_binary(data), "it is malformed") if binary else \
             _json_request(data)
@@ -267,9 +272,14 @@ class SocketServer:
             return
         self.sink.put(Job(lambda: self._run(conn, request, binary)))
 
+    def _forget_data(self, conn: _Conn) -> None:
+        self._buffered -= len(conn.data)
+        conn.data = bytearray()
+
     def _reply(self, sel: selectors.BaseSelector, conn: _Conn, answer: dict[str, Any],
                binary: bool) -> None:
         """Answer from the I/O thread (nothing was taken: no TAKEN first)."""
+        self._forget_data(conn)
         self._reading.pop(conn, None)
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(conn.sock)
@@ -322,6 +332,7 @@ class SocketServer:
 
     def _drop(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
         """Forget a connection in any state (the I/O thread owns it again by now)."""
+        self._forget_data(conn)
         self._reading.pop(conn, None)
         if conn in self._writing:
             del self._writing[conn]

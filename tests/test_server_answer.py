@@ -6,6 +6,7 @@ big (more than the socket buffer holds) and failed answers all arrive whole."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -191,3 +192,23 @@ def test_a_dead_loop_says_so_and_stops_counting_as_busy(tmp_path: Path) -> None:
         assert not sock_server.busy()
     finally:
         sock_server.stop()
+
+
+def test_an_oversized_request_is_declined_not_buffered(served: Path) -> None:
+    """More than MAX_REQUEST bytes: the client is told to do the work itself."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(60)
+        sock.connect(str(served))
+
+        def send() -> None:
+            # the server answers and closes before it has read all: the rest fails
+            with contextlib.suppress(OSError):
+                sock.sendall(b'{"op": "' + b"x" * (server.MAX_REQUEST + 1))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+        sender.join(60)
+    assert json.loads(answer) == {"fallback": True,
+                                  "reason": "the request is too large for the daemon now"}
+    assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})
