@@ -81,7 +81,17 @@ def translate(exc: BaseException) -> GitguardError | None:
         return GitguardError("gitguard ran out of memory",
                              "free some memory, or pass a smaller input")
     code, path = _errno_of(exc)
-    return None if code is None else _for_errno(code, path)
+    if code is not None:
+        return _for_errno(code, path)
+    store = _store_here()
+    if store is not None and _from_storage(exc) and nearly_full(store):
+        # On a nearly full disk libgit2 and git fail with words of their own (at 48 KB free:
+        # "the global/xdg file 'ignore' doesn't exist"): the disk is the cause to report.
+        full = _for_errno(28, store)
+        assert full is not None
+        return GitguardError(f"{full.message}; what failed: {type(exc).__name__}: {exc}",
+                             full.hint)
+    return None
 
 
 def translate_text(text: str, near: str | None) -> GitguardError | None:
@@ -115,6 +125,11 @@ def _for_errno(code: int, path: str | None) -> GitguardError | None:
                              "check the owner and mode of that path (the store is private "
                              "to the user who created it)")
     return None
+
+
+def _from_storage(exc: BaseException) -> bool:
+    """An error of the kind a failed read or write gives: an OSError, or libgit2's."""
+    return isinstance(exc, OSError) or type(exc).__module__.lstrip("_").startswith("pygit2")
 
 
 def _errno_of(exc: BaseException) -> tuple[int | None, str | None]:

@@ -138,3 +138,22 @@ def test_a_read_only_store(repo_on: Path, small_fs: Path) -> None:
     assert_clean(repo_on, ran)
     assert any(p.returncode == 1 for p in ran)
     assert gg(repo_on, "verify", check=False).returncode == 0
+
+
+def test_libgit2s_own_words_on_a_nearly_full_disk_name_the_disk(
+        repo_on: Path, small_fs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 48 KB free the adversarial run met "internal error: ... the global/xdg file
+    'ignore' doesn't exist": libgit2's error, with no errno, for a failed read. With the
+    store's disk nearly full such an error is reported as the full disk it is."""
+    import pygit2
+
+    from gitguard.errors import translate
+
+    monkeypatch.chdir(repo_on)
+    odd = pygit2.GitError("the global/xdg file 'ignore' doesn't exist: No such file")
+    assert translate(odd) is None, "with room on the disk it is a bug (exit 3)"
+    fill(small_fs, 8)
+    said = translate(odd)
+    assert said is not None and said.message.startswith(
+        f"no space left on the file system holding {repo_on / '.git' / 'gitguard'}")
+    assert "the global/xdg file 'ignore'" in said.message and said.hint
