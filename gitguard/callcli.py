@@ -17,15 +17,18 @@ Standard library only at import.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gitguard.errors import EXIT_INTERNAL, GitguardError
+from gitguard.errors import EXIT_INTERNAL, GitguardError, translate
 
 # option -> (parameter name, kind): "value" (last one wins, as in click), "multi", "flag",
 # or a tuple of the choices click accepts (commands/call.py declares the same).
@@ -130,6 +133,12 @@ def run(parsed: tuple[str, dict[str, Any]], open_guard: Any) -> int:
             echo(f"Hint: {exc.hint}", err=True)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - as in cli.run: a bug becomes exit 3
+        known = translate(exc)      # a full disk, a read-only store, input too deep
+        if known is not None:
+            echo(f"Error: {known.message}", err=True)
+            if known.hint:
+                echo(f"Hint: {known.hint}", err=True)
+            return known.exit_code
         log = crash_log(exc)
         echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
         echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
@@ -178,13 +187,29 @@ def read_json_arg(text: str | None, file: str | None, what: str) -> Any:
         except OSError as exc:
             raise GitguardError(f"cannot read {what} file {file}: {exc.strerror}",
                                 "check the path") from None
+        except UnicodeDecodeError as exc:
+            raise GitguardError(f"{what} file {file} is not UTF-8 text: {exc.reason}",
+                                "JSON is UTF-8 text") from None
+        except MemoryError:
+            raise GitguardError(f"{what} file {file} is too large to read",
+                                "pass a smaller value") from None
     if text is None:
         return None
+    from gitguard import jsontext
+
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError as exc:
         raise GitguardError(f"{what} is not valid JSON: {exc}",
                             'quote it for the shell, e.g. --input \'{"path": "a.txt"}\'') from None
+    except RecursionError:      # deeper than json's C parser goes (~1,000 levels)
+        raise GitguardError(f"{what} nests deeper than {jsontext.MAX_DEPTH} levels of lists "
+                            "and objects", "pass a flatter value (a tool's input is usually "
+                            "a few levels deep)") from None
+    except MemoryError:
+        raise GitguardError(f"{what} is too large to read", "pass a smaller value") from None
+    jsontext.check_depth(value, what)
+    return value
 
 
 def read_result(result_text: str | None, result_file: str | None) -> str | bytes | None:
@@ -213,23 +238,87 @@ def echo(text: str, err: bool = False) -> None:
 
 
 def crash_log(exc: BaseException) -> str:
-    """Write the traceback to a private file in the store (else $TMPDIR); its path."""
+    """Write the traceback to a new private file in the store, else in the user's private
+    state directory ($XDG_STATE_HOME/gitguard, ~/.local/state/gitguard); its path.
+
+    Never through a symlink and never over a file (a shared /tmp let a planted symlink
+    make a crash overwrite another file), one file per crash, never left empty (a full
+    disk removes the file it could not fill: the message says so instead)."""
     import traceback
 
-    from gitguard import clock
+    text = "".join(traceback.format_exception(exc)).encode("utf-8", "replace")
+    tried: list[str] = []
+    for directory, mine in _crash_dirs():
+        try:
+            if mine:
+                private_dir(directory)
+            return _write_new_log(directory, text)
+        except OSError as err:
+            tried.append(f"{directory}: {err.strerror}")
+    return "not written (" + "; ".join(tried or ["no private directory"]) + ")"
 
-    text = "".join(traceback.format_exception(exc))
-    target = Path(os.environ.get("TMPDIR", "/tmp")) / f"gitguard-crash-{os.getpid()}.log"
+
+def _crash_dirs() -> list[tuple[Path, bool]]:
+    """The store, then the user's state directory (True: gitguard makes it private)."""
+    dirs: list[tuple[Path, bool]] = []
     try:
         from gitguard.workspace import discover
 
         store = discover(Path.cwd()).store_dir
         if store.is_dir():
-            target = store / f"crash-{clock.stamp().replace(':', '')}.log"
+            dirs.append((store, False))
     except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
         pass
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold inputs
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    target.chmod(0o600)  # the traceback may quote paths and data: private like the store
-    return str(target)
+    state = state_dir()
+    if state is not None:
+        dirs.append((state, True))
+    return dirs
+
+
+def state_dir() -> Path | None:
+    """$XDG_STATE_HOME/gitguard, else ~/.local/state/gitguard: the user's own logs when
+    there is no store (see private_dir)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "gitguard" if os.path.isabs(state) else None
+
+
+def _write_new_log(directory: Path, text: bytes) -> str:
+    from gitguard import clock
+
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        base = f"crash-{clock.stamp().replace(':', '')}-{os.getpid()}"
+        for attempt in range(100):
+            name = base + (f"-{attempt}" if attempt else "") + ".log"
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)   # may quote inputs
+            except FileExistsError:
+                continue
+            try:
+                view = memoryview(text)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dir_fd)
+                raise
+            finally:
+                os.close(fd)
+            return str(directory / name)
+        raise FileExistsError(errno.EEXIST, "too many crash logs with this name")
+    finally:
+        os.close(dir_fd)
+
+
+def private_dir(directory: Path) -> None:
+    """The user's state directory for gitguard: made 0700 if missing; refused when it is a
+    symlink, not a directory, another user's, or open to others."""
+    os.makedirs(directory.parent, mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(errno.EACCES, "not a private directory of this user")

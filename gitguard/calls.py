@@ -12,6 +12,7 @@ from gitguard import (
     checkpoints,
     clock,
     durable,
+    jsontext,
     ledger,
     packing,
     patchtext,
@@ -77,13 +78,22 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
           force_replay: bool = False, compensates: str | None = None) -> ToolLedgerEntry:
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
+    if not isinstance(tool_input, Mapping):
+        raise GitguardError("a call's input must be a JSON object", 'for example {"command": '
+                            '"ls"}')
+    jsontext.check_depth(tool_input, "the call's input")
+    try:
+        digest = ledger.input_hash(tool_input)
+    except (TypeError, ValueError) as exc:     # the Python API takes any Mapping
+        raise GitguardError(f"the call's input is not JSON: {exc}",
+                            "pass str, number, bool, None, list and dict values with "
+                            "str keys") from None
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
     # Redact before anything quotes or cuts the input (the classification reason quotes the
     # command; the summary is cut at 200 characters): half a secret matches no pattern.
     # The hash stays over the real input, so a replay is still recognised.
     redacted_input = g.store.privacy.redact_json(dict(tool_input))
     cls = tools.classify(g.settings, tool, redacted_input)
-    digest = ledger.input_hash(tool_input)
     started_clock = time.perf_counter()
     with g.store.writing():
         session = sessions.resolve(g.store, session_id)

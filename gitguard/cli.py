@@ -13,7 +13,7 @@ from gitguard import jsontext
 # read_json_arg and the crash log live with the click-free `call begin/end` path
 from gitguard.callcli import crash_log
 from gitguard.callcli import read_json_arg as read_json_arg
-from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError
+from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError, translate
 
 _crash_log = crash_log      # the daemon passes `cli._crash_log` to its click-free path
 
@@ -107,6 +107,12 @@ def run(argv: list[str] | None = None, open_guard: Callable[[str], Any] | None =
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit 3
+        known = translate(exc)      # a full disk, a read-only store, input too deep
+        if known is not None:
+            click.echo(f"Error: {known.message}", err=True)
+            if known.hint:
+                click.echo(f"Hint: {known.hint}", err=True)
+            return known.exit_code
         log = _crash_log(exc)
         click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
         click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)

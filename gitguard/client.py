@@ -3,8 +3,9 @@
 This is the per-tool-call path: an agent hook runs `gitguard call begin` for every
 tool call, so it must not import pygit2, pydantic, click or watchdog (about 110 ms)
 when a daemon can do the work. Protocol: one JSON request per connection on the
-unix socket `<store>/daemon.sock`; the client shuts its side for writing, the
-daemon answers with one JSON object and closes:
+unix socket `<store>/daemon.sock`; the client shuts its side for writing; the
+daemon writes TAKEN (a space) when its worker starts on the request, then one JSON
+object, and closes (an answer given at once, a refusal or a fallback, has no TAKEN):
 
     {"op": "call.begin", "args": {"argv": [...], "cwd": "...", "env": {...},
                                   "stdin": "<base64>"}}
@@ -22,7 +23,6 @@ and `json.loads` give (a test compares them).
 from __future__ import annotations
 
 import _socket  # not `socket`: that module pulls in selectors and enum, ~3 ms per call
-import errno
 import os
 import struct
 
@@ -42,6 +42,8 @@ LOCK_NAME = "daemon.lock"
 STORE_IN_GIT = "gitguard"
 NON_GIT_STORE = ".agent-runtime"
 _MAX_SUN_PATH = 100     # sockaddr_un holds 108 bytes; longer paths go through /proc
+TAKEN = b" "            # the daemon's worker starts on the request (JSON whitespace)
+TAKE_S = 5.0            # how long a client waits for that before doing the work itself
 
 
 class Unreachable(Exception):
@@ -104,13 +106,18 @@ def _gitfile_target(path: str) -> str | None:
 
 
 def request(store: str, op: str, args: Mapping[str, Any] | None = None,
-            timeout: float = 300.0) -> dict[str, Any]:
-    """Send one request; Unreachable when no daemon took it, Broken when it took it and
-    did not answer."""
+            timeout: float = 300.0, take_timeout: float = TAKE_S) -> dict[str, Any]:
+    """Send one request; Unreachable when no daemon took it (the caller does the work
+    itself), Broken when one took it and did not answer.
+
+    The daemon's worker writes TAKEN before it runs a request. Waiting for that is
+    bounded by `take_timeout`: a daemon that is deaf, hung or stuck behind a long request
+    is given up on, and the worker skips a request whose client has gone, so it runs in
+    one place only. `timeout` bounds the wait for the answer once taken."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     dir_fd = -1
     try:
-        sock.settimeout(2.0)
+        sock.settimeout(min(2.0, take_timeout))
         address = os.path.join(store, SOCKET_NAME)
         if len(os.fsencode(address)) > _MAX_SUN_PATH:
             dir_fd = os.open(store, os.O_PATH | os.O_DIRECTORY)
@@ -118,7 +125,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         try:
             sock.connect(address)
         except OSError as exc:
-            raise Unreachable(f"no daemon at {store}: {exc.strerror}") from None
+            raise Unreachable(f"no daemon at {store}: {exc.strerror or exc}") from None
         peer_pid, peer_uid, _ = struct.unpack("3i", sock.getsockopt(
             _socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i")))
         if peer_uid != os.getuid():
@@ -130,11 +137,9 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
             sock.sendall(payload)
             sock.shutdown(_socket.SHUT_WR)
         except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.ECONNRESET):
-                raise Unreachable("the daemon closed the connection") from None
-            raise
+            raise Unreachable(f"the daemon did not take the request: {exc}") from None
+        chunks = [_taken(sock, take_timeout)]
         sock.settimeout(timeout)
-        chunks = []
         try:
             while True:
                 chunk = sock.recv(65536)
@@ -147,10 +152,11 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         sock.close()
         if dir_fd >= 0:
             os.close(dir_fd)
-    if not chunks:
+    text = b"".join(chunks).decode("utf-8", "replace")
+    if not text.strip(_WHITESPACE):
         raise Broken("the daemon closed the connection without an answer")
     try:
-        answer = loads(b"".join(chunks).decode("utf-8"))
+        answer = loads(text)
     except ValueError:
         raise Broken("the daemon's answer is not JSON") from None
     if not isinstance(answer, dict):
@@ -158,6 +164,33 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
     if answer.get("fallback"):
         raise Unreachable(str(answer.get("reason", "the daemon declined")))
     return answer
+
+
+def _taken(sock: Any, take_timeout: float) -> bytes:
+    """The first bytes the daemon sends (TAKEN, or a whole answer it gives at once);
+    Unreachable when it sends nothing within `take_timeout`, or closes first: then it has
+    not run the request and never will."""
+    sock.settimeout(take_timeout)
+    try:
+        first = sock.recv(65536)
+    except TimeoutError:
+        # From here the worker's TAKEN fails (EPIPE) and it skips the request. What it
+        # sent before is still queued here: then it runs, and its answer cannot arrive.
+        try:
+            sock.shutdown(_socket.SHUT_RD)
+            late = sock.recv(65536)
+        except OSError:
+            late = b""
+        if late:
+            raise Broken("the daemon took the request just as this client gave up "
+                         f"waiting ({take_timeout:g} s)") from None
+        raise Unreachable(f"the daemon did not take the request within {take_timeout:g} s"
+                          ) from None
+    except OSError as exc:
+        raise Unreachable(f"the daemon did not take the request: {exc}") from None
+    if not first:
+        raise Unreachable("the daemon closed the connection before taking the request")
+    return bytes(first)
 
 
 def cli_args(argv: list[str], cwd: str, stdin: bytes | None) -> dict[str, Any]:
@@ -176,7 +209,7 @@ def out_bytes(text: object) -> bytes:
 def alive(store: str) -> bool:
     """A daemon answers on this store's socket."""
     try:
-        request(store, "ping", timeout=5.0)
+        request(store, "ping", timeout=5.0, take_timeout=5.0)
     except (Unreachable, Broken):
         return False
     return True

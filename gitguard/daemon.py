@@ -134,10 +134,18 @@ class Daemon:
         self.engine.start()
         self.start_ms = (time.perf_counter() - began) * 1000
         if serve_socket:
-            self.server = SocketServer(self.ws.store_dir, self.sink, self.handle, self.log)
+            self.server = SocketServer(self.ws.store_dir, self.sink, self.handle, self.log,
+                                       on_death=self.server_died)
             self.server.start()
         self.log.info("watching %s (start-up scan and watches: %.0f ms, %d inotify watches)",
                       self.ws.root, self.start_ms, self.source.watch_count())
+
+    def server_died(self) -> None:
+        """The socket's loop died (a bug): stop, so the process exits and releases its pid
+        file and lock, and the next hook starts a fresh daemon instead of meeting a deaf
+        one. Called on the I/O thread."""
+        self.stopping = True
+        self.sink.put(Job(lambda: None))        # wake the worker
 
     def run(self) -> None:
         """The worker loop, until `stop` (request or signal)."""

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from gitguard import callcli
-from gitguard.errors import EXIT_INTERNAL, GitguardError
+from gitguard.errors import EXIT_INTERNAL, GitguardError, translate
 
 # The parser is the fresh-process one (gitguard.callcli: standard library only), so a
 # command line means the same in the daemon and without it.
@@ -41,6 +41,12 @@ def run(parsed: tuple[str, dict[str, Any]], guard: Any,
             click.echo(f"Hint: {exc.hint}", err=True)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - as in cli.run: a bug becomes exit 3
+        known = translate(exc)      # a full disk, a read-only store, input too deep
+        if known is not None:
+            click.echo(f"Error: {known.message}", err=True)
+            if known.hint:
+                click.echo(f"Hint: {known.hint}", err=True)
+            return known.exit_code
         log = crash_log(exc)
         click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
         click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)

@@ -155,17 +155,27 @@ def _remove_stale(store_dir: Path) -> None:
     (store_dir / client.SOCKET_NAME).unlink(missing_ok=True)
 
 
+RUNNING, NOT_ANSWERING, NOT_RUNNING = "running", "not answering", "not running"
+STATUS_TAKE_S = 3.0     # `daemon status` is quick even when the daemon is deaf or hung
+STATUS_ANSWER_S = 5.0
+
+
 def status(ws: Workspace) -> dict[str, Any]:
+    """What the daemon says of itself, with `state`: RUNNING (it holds the lock and
+    answered), NOT_ANSWERING (it holds the lock and did not answer within a few seconds:
+    hooks work in-process meanwhile) or NOT_RUNNING."""
     store_dir = ws.store_dir
     pid = running_pid(store_dir)
     value: dict[str, Any] = {"running": pid is not None, "pid": pid,
+                             "state": NOT_RUNNING if pid is None else RUNNING,
                              "socket": str(store_dir / client.SOCKET_NAME),
                              "log": str(store_dir / LOG_NAME), "stalePid": stale_pid(store_dir)}
     if pid is not None:
         try:
-            value.update(client.request(str(store_dir), "status", timeout=30).get("result", {}))
+            value.update(client.request(str(store_dir), "status", timeout=STATUS_ANSWER_S,
+                                        take_timeout=STATUS_TAKE_S).get("result", {}))
         except (client.Unreachable, client.Broken) as exc:
-            value["error"] = str(exc)
+            value["state"], value["error"] = NOT_ANSWERING, str(exc)
     return value
 
 

@@ -401,9 +401,13 @@ class Engine:
         # Not fsynced: it only has to survive the daemon being killed, not a power cut.
         tmp = self.state_path.with_name(f".{self.state_path.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # store files are 0600
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps({"tree": self.recorded_tree}))
-        os.replace(tmp, self.state_path)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps({"tree": self.recorded_tree}))
+            os.replace(tmp, self.state_path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)     # a full disk left an empty temp file behind
+            raise
 
 
 def _nearest_parent(by_path: dict[str, Verdict], path: str) -> Verdict | None:

@@ -190,7 +190,7 @@ def _claude_scans(stdin: bytes) -> str | None:
 
     try:
         payload = json.loads(stdin)
-    except ValueError:
+    except (ValueError, RecursionError):    # the hook itself says what is wrong with it
         return None
     if not isinstance(payload, dict):
         return None

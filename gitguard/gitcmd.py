@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gitguard import errors
 from gitguard.errors import GitguardError
 
 # Variables a git hook or the user's shell may set that would redirect our git calls.
@@ -24,6 +26,17 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def full_disk(stderr: Sequence[str], git_dir: Path) -> GitguardError | None:
+    """git's own words for a full disk or a read-only store ("Out of diskspace", "unable to
+    write new index file", ...) as the error `errors.translate` gives for an OSError."""
+    text = "\n".join(stderr)
+    known = errors.translate_text(text, str(git_dir))
+    if known is None and "write" in text.lower() and errors.nearly_full(str(git_dir)):
+        known = errors.translate(OSError(errno.ENOSPC, "No space left on device",
+                                         str(git_dir)))
+    return known
 
 
 def run_git(
@@ -45,6 +58,9 @@ def run_git(
     )
     if check and proc.returncode != 0:
         message = proc.stderr.decode(errors="replace").strip().splitlines()
+        short = full_disk(message, git_dir)
+        if short is not None:
+            raise short
         raise GitguardError(
             f"git {args[0]} failed: {message[-1] if message else proc.returncode}",
             "run `git fsck` and `gitguard verify`; report this if it persists",

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gitguard import durable
+from gitguard import client, durable
 
 SOURCE = Path(__file__).with_name("nativeclient.c")
 LAUNCHER = Path(__file__).with_name("hookmain.py")
@@ -105,7 +105,7 @@ def build(store_dir: Path, python: str | None = None) -> Path | None:
 
 def _key(source: bytes, python: str, cc: str) -> str:
     digest = hashlib.sha256(source)
-    for part in (python, str(LAUNCHER), cc):
+    for part in (python, str(LAUNCHER), cc, repr((client.TAKEN, client.TAKE_S))):
         digest.update(b"\0" + os.fsencode(part))
     return digest.hexdigest()
 
@@ -114,7 +114,10 @@ def _config(python: str) -> bytes:
     launcher = str(LAUNCHER) if LAUNCHER.is_file() else ""
     return (b"#define GG_HAVE_CONFIG 1\n"
             b"static const char GG_PYTHON[] = " + _c_string(python) + b";\n"
-            b"static const char GG_LAUNCHER[] = " + _c_string(launcher) + b";\n")
+            b"static const char GG_LAUNCHER[] = " + _c_string(launcher) + b";\n"
+            # client.request's rule: wait this long for the worker to take the request
+            b"#define GG_TAKEN %d\n#define GG_TAKE_S %d\n" % (client.TAKEN[0],
+                                                              max(1, round(client.TAKE_S))))
 
 
 def _c_string(text: str) -> bytes:

@@ -80,4 +80,11 @@ def _call(guard: Guard, op: str, kwargs: dict[str, Any]) -> ToolLedgerEntry | No
         if not (isinstance(cls, type) and issubclass(cls, errors.GitguardError)):
             cls = errors.GitguardError
         raise cls(str(error.get("message")), error.get("hint"))
-    return ToolLedgerEntry.model_validate(answer["entry"])
+    entry = answer.get("entry")
+    if not isinstance(entry, dict):     # the daemon's own failure, as Error/Hint text
+        lines = str(answer.get("stderr") or "").splitlines()
+        message = next((ln[7:] for ln in lines if ln.startswith("Error: ")),
+                       f"the gitguard daemon could not run {op}")
+        hint = next((ln[6:] for ln in lines if ln.startswith("Hint: ")), None)
+        raise errors.GitguardError(message, hint)
+    return ToolLedgerEntry.model_validate(entry)

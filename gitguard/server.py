@@ -1,19 +1,38 @@
-"""The daemon's socket: accept, check the peer, hand the request to the worker, answer.
+"""The daemon's socket: accept, check the peer, read, hand the request to the worker, answer.
 
-The accept thread reads each request itself (a client sends it whole right after
-connecting; only a slow one gets a thread of its own) and never touches git or the
-store: each request becomes a `Job` on the worker's queue, so requests from any number
-of processes run one at a time, in arrival order, on the thread that owns pygit2, and
-the worker sends the answer.
+One I/O thread serves every connection with a selector: it accepts, checks the peer's
+uid, reads each request whole (non-blocking, so a silent or slow client costs a few
+hundred bytes and nothing else), decodes it and queues it as a `Job` for the worker, the
+one thread that owns pygit2 and the store; the worker runs requests one at a time in
+arrival order and sends each answer, and leaves to the I/O thread the rest of an answer a
+slow reader does not take at once. No thread per connection: 1,000 idle connections or
+100 clients dripping their request byte by byte are 1,000 or 100 entries in a selector.
+
+Bounded: a request must arrive whole within READ_TIMEOUT_S, an answer be taken within
+WRITE_TIMEOUT_S; at most MAX_WAITING connections may be sending (the oldest is dropped
+for a new one), holding at most MAX_BUFFERED bytes together; a request is at most
+MAX_REQUEST bytes (else the client does the work itself) and nests at most
+jsontext.MAX_DEPTH + a few levels. Anything malformed, too big or too deep gets an
+answer saying so. Every event is handled under a catch-all that drops that one
+connection; should the loop itself die anyway, `on_death` stops the daemon, which then
+exits and releases its pid file and lock, so the next hook starts a fresh one instead of
+talking to a deaf one.
+
+Taken: the worker writes TAKEN (one space: JSON's leading whitespace) before it runs a
+request. A client that sees nothing for a few seconds gives up and does the work itself
+(client.request); the worker skips a request whose client has gone, so no request runs
+twice.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import queue
+import selectors
 import socket
 import struct
 import threading
@@ -22,30 +41,64 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitguard.client import SOCKET_NAME, out_bytes
+from gitguard import jsontext
+from gitguard.client import SOCKET_NAME, TAKEN, out_bytes
 from gitguard.engine import Item, Job
+from gitguard.errors import translate
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
-_MAX_REQUEST = 64 * 1024 * 1024
-QUICK_READ_S = 0.05     # how long the accept thread waits for a request (see _take)
+MAX_REQUEST = 64 * 1024 * 1024
+MAX_REQUEST_DEPTH = jsontext.MAX_DEPTH + 8     # the user's input sits a few levels down
+READ_TIMEOUT_S = 10.0   # a client sends its request whole right after connecting
+WRITE_TIMEOUT_S = 60.0  # ... and reads its answer as it comes
+MAX_WAITING = 512       # connections still sending; the oldest is dropped beyond this
+MAX_BUFFERED = 256 * 1024 * 1024    # all their bytes together (512 x 64 MiB would be 32 GiB)
 MAGIC = b"GGB1"         # the native client's framing; a JSON request starts with "{"
 _U32 = struct.Struct(">I")
+# accept(2) errors that pass: out of descriptors or memory, or a client already gone
+_SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM,
+                       errno.ECONNABORTED, errno.EINTR, errno.EPROTO, errno.EPERM))
+
+
+class _Conn:
+    """One client connection, owned by the I/O thread except while the worker runs it."""
+
+    __slots__ = ("sock", "deadline", "data", "out")
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self.data = bytearray()
+        self.out = memoryview(b"")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
 
 class SocketServer:
     def __init__(self, store_dir: Path, sink: queue.SimpleQueue[Item], handler: Handler,
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, on_death: Callable[[], None] | None = None) -> None:
         self.store_dir = store_dir
         self.sink = sink
         self.handler = handler
         self.log = log
+        self.on_death = on_death
         self.path = store_dir / SOCKET_NAME
         self._sock: socket.socket | None = None
-        self._accept: threading.Thread | None = None
-        self._conns: set[threading.Thread] = set()
-        self._pending = 0       # requests queued for the worker and not yet answered
+        self._thread: threading.Thread | None = None
+        # The I/O thread's own: connections sending their request, and those taking their
+        # answer, each in order of their deadlines (a deadline is set once, from now).
+        self._reading: dict[_Conn, None] = {}
+        self._writing: dict[_Conn, None] = {}
+        self._buffered = 0      # bytes of requests still arriving, all connections
+        self._outbox: queue.SimpleQueue[tuple[_Conn, bytes]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._pending = 0       # requests queued or answered and not yet sent whole
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
+        self._stopping = threading.Event()      # refuse new requests
+        self._closing = threading.Event()       # end the loop
+        self._dead = False
 
     def start(self) -> None:
         """Bind (mode 0600, replacing a stale socket: the caller holds the daemon lock)."""
@@ -62,10 +115,11 @@ class SocketServer:
             os.umask(old_umask)
             os.close(dir_fd)
         os.chmod(self.path, 0o600)
-        sock.listen(64)
+        sock.listen(socket.SOMAXCONN)     # a burst of clients waits here, not EAGAIN
+        sock.setblocking(False)
         self._sock = sock
-        self._accept = threading.Thread(target=self._serve, name="gitguard-accept")
-        self._accept.start()
+        self._thread = threading.Thread(target=self._serve, name="gitguard-io")
+        self._thread.start()
 
     def refuse_new(self) -> None:
         """New requests are answered `fallback` from now on; taken ones still run."""
@@ -73,133 +127,263 @@ class SocketServer:
 
     def busy(self) -> bool:
         with self._lock:
-            return bool(self._conns) or self._pending > 0
+            return self._pending > 0 and not self._dead
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._sock is not None:
-            # Wakes the blocking accept (no polling: an idle daemon should not wake up).
-            with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)
-        if self._accept is not None:
-            self._accept.join(timeout=10)
-        with self._lock:
-            conns = list(self._conns)
-        for thread in conns:
-            thread.join(timeout=10)
+        self._closing.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         if self._sock is not None:
             self._sock.close()
+        with self._lock:
+            fds, self._wake_w = (self._wake_r, self._wake_w), -1
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self.path.unlink(missing_ok=True)
 
+    def _wake(self) -> None:
+        with self._lock, contextlib.suppress(OSError):     # full: it is awake already
+            if self._wake_w >= 0:
+                os.write(self._wake_w, b"w")
+
+    # --- the I/O thread -----------------------------------------------------------------
     def _serve(self) -> None:
+        try:
+            self._loop()
+        except BaseException:  # noqa: BLE001 - whatever it was, a deaf daemon must not stay
+            self.log.critical("the request loop died; the daemon stops so that the next "
+                              "hook starts a fresh one", exc_info=True)
+            with self._lock:
+                self._dead = True
+            if self.on_death is not None:
+                self.on_death()
+
+    def _loop(self) -> None:
         assert self._sock is not None
-        while not self._stopping.is_set():
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._sock, selectors.EVENT_READ, "accept")
+            sel.register(self._wake_r, selectors.EVENT_READ, "wake")
             try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                if self._stopping.is_set():
+                while not self._closing.is_set():
+                    for key, _ in sel.select(self._timeout()):
+                        self._event(sel, key.data)
+                    self._expire(sel)
+            finally:
+                for conn in (*self._reading, *self._writing):
+                    conn.close()
+
+    def _timeout(self) -> float | None:
+        """Until the next deadline; no deadline, no wake-up (an idle daemon sleeps)."""
+        firsts = [next(iter(d)).deadline for d in (self._reading, self._writing) if d]
+        return max(0.0, min(firsts) - time.monotonic()) if firsts else None
+
+    def _event(self, sel: selectors.BaseSelector, what: Any) -> None:
+        if what == "accept":
+            self._accept(sel)
+        elif what == "wake":
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 4096)
+            self._take_outbox(sel)
+        else:
+            try:
+                self._ready(sel, what)
+            except Exception:  # noqa: BLE001 - one connection's trouble drops that one
+                self.log.exception("dropped a connection")
+                self._drop(sel, what)
+
+    def _accept(self, sel: selectors.BaseSelector) -> None:
+        assert self._sock is not None
+        for _ in range(64):     # then the others get their turn
+            try:
+                sock, _addr = self._sock.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno not in _SHORT_OF:
+                    raise       # the listening socket itself is broken: _serve ends it all
+                self.log.warning("accept failed: %s", exc)
+                if not self._reading:
+                    time.sleep(0.05)    # nothing to free: do not spin on the ready socket
                     return
-                raise
+                self._drop(sel, next(iter(self._reading)))      # the longest-silent one
             try:
-                slow = self._take(conn)
+                self._admit(sel, sock)
             except OSError as exc:
                 self.log.warning("connection failed: %s", exc)
-                conn.close()
-                continue
-            if slow is None:
-                continue
-            thread = threading.Thread(target=self._one, args=(conn, slow), name="gitguard-conn")
-            with self._lock:
-                self._conns.add(thread)
-            thread.start()
+                sock.close()
 
-    def _take(self, conn: socket.socket) -> bytes | None:
-        """On the accept thread: check the peer and read its request; a client sends it
-        whole right after connecting (and shuts its side), so this takes microseconds, and
-        the worker answers it. A thread per connection was a thread start and one more
-        thread switch on every request. Returns what was read of a request still coming
-        after QUICK_READ_S (a slow client gets a thread of its own, as before), else None:
-        the connection is queued or closed."""
-        uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+    def _admit(self, sel: selectors.BaseSelector, sock: socket.socket) -> None:
+        uid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                   struct.calcsize("3i")))[1]
         if uid != os.getuid():
             self.log.warning("refused a connection from uid %d", uid)
-            conn.close()
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        deadline = time.monotonic() + QUICK_READ_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return b"".join(chunks)
-            conn.settimeout(left)
-            try:
-                chunk = conn.recv(65536)
-            except TimeoutError:
-                return b"".join(chunks)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > _MAX_REQUEST:
-                conn.close()
-                return None
-        self._dispatch(conn, b"".join(chunks))
-        return None
+            sock.close()
+            return
+        if len(self._reading) >= MAX_WAITING:
+            self._drop(sel, next(iter(self._reading)))
+        sock.setblocking(False)
+        conn = _Conn(sock, time.monotonic() + READ_TIMEOUT_S)
+        self._reading[conn] = None
+        sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _dispatch(self, conn: socket.socket, data: bytes) -> None:
-        """Queue a whole request for the worker, which answers and closes the connection."""
+    def _ready(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        if conn in self._writing:
+            self._send_some(sel, conn)
+            return
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(sel, conn)
+            return
+        if chunk:
+            conn.data += chunk
+            self._buffered += len(chunk)
+            if len(conn.data) > MAX_REQUEST or self._buffered > MAX_BUFFERED:
+                # the client does the work itself; the daemon's memory stays bounded
+                self._reply(sel, conn, {"fallback": True, "reason": "the request is too "
+                                        "large for the daemon now"}, False)
+            return
+        del self._reading[conn]
+        sel.unregister(conn.sock)
+        self._complete(sel, conn)
+
+    def _complete(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        """A whole request: queue it for the worker, or answer at once why not."""
+        data = bytes(conn.data)
+        self._forget_data(conn)
         binary = data.startswith(MAGIC)
-        request = decode_binary(data) if binary else _json_request(data)
+        request, why = (decode_binary(data), "it is malformed") if binary else \
+            _json_request(data)
         if request is None:
-            conn.close()
+            self._reply(sel, conn, _bad_request(why), binary)
             return
         with self._lock:
             refused = self._stopping.is_set()
             if not refused:
-                self._pending += 1      # busy() until the worker is done with it
+                self._pending += 1      # busy() until its answer is sent
         if refused:
-            with conn:
-                conn.settimeout(30)
-                conn.sendall(_encode({"fallback": True, "reason": "the daemon is stopping"},
-                                     binary))
+            self._reply(sel, conn, {"fallback": True, "reason": "the daemon is stopping"},
+                        binary)
             return
         self.sink.put(Job(lambda: self._run(conn, request, binary)))
 
-    def _run(self, conn: socket.socket, request: dict[str, Any], binary: bool) -> None:
-        """On the worker: answer, and close the connection (or leave the rest of a long
-        answer to a thread, which may wait on a slow reader; the worker never does)."""
-        rest = b""
+    def _forget_data(self, conn: _Conn) -> None:
+        self._buffered -= len(conn.data)
+        conn.data = bytearray()
+
+    def _reply(self, sel: selectors.BaseSelector, conn: _Conn, answer: dict[str, Any],
+               binary: bool) -> None:
+        """Answer from the I/O thread (nothing was taken: no TAKEN first)."""
+        self._forget_data(conn)
+        self._reading.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(conn.sock)
+        with self._lock:
+            self._pending += 1
+        self._write_later(sel, conn, _encode(answer, binary))
+
+    def _take_outbox(self, sel: selectors.BaseSelector) -> None:
+        while True:
+            try:
+                conn, rest = self._outbox.get_nowait()
+            except queue.Empty:
+                return
+            self._write_later(sel, conn, rest)
+
+    def _write_later(self, sel: selectors.BaseSelector, conn: _Conn, data: bytes) -> None:
+        conn.out = memoryview(data)
+        conn.deadline = time.monotonic() + WRITE_TIMEOUT_S
+        self._writing[conn] = None
+        sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+        self._send_some(sel, conn)
+
+    def _send_some(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(sel, conn)
+            return
+        conn.out = conn.out[sent:]
+        if not conn.out:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_WR)
+            self._drop(sel, conn)
+
+    def _expire(self, sel: selectors.BaseSelector) -> None:
+        now = time.monotonic()
+        expired = 0
+        for table in (self._reading, self._writing):
+            while table:
+                conn = next(iter(table))
+                if conn.deadline > now:
+                    break
+                self._drop(sel, conn)
+                expired += 1
+        if expired:
+            self.log.info("closed %d connection(s) that sent or read nothing in time",
+                          expired)
+
+    def _drop(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        """Forget a connection in any state (the I/O thread owns it again by now)."""
+        self._forget_data(conn)
+        self._reading.pop(conn, None)
+        if conn in self._writing:
+            del self._writing[conn]
+            with self._lock:
+                self._pending -= 1      # its answer is sent, or will never be
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(conn.sock)
+        conn.close()
+
+    # --- the worker ---------------------------------------------------------------------
+    def _run(self, conn: _Conn, request: dict[str, Any], binary: bool) -> None:
+        """On the worker: say it is taken, answer, send what the socket takes at once and
+        leave the rest to the I/O thread (the worker never waits on a reader)."""
+        handed = False
         try:
             try:
-                answer = self.handler(request)
-            except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
-                self.log.exception("request failed")
-                answer = self._internal_error(f"{type(exc).__name__}: {exc}")
-            rest = _answer(conn, answer, binary)
-        finally:
-            if rest:
-                thread = threading.Thread(target=self._send_rest, args=(conn, rest),
-                                          name="gitguard-send")
-                with self._lock:
-                    self._conns.add(thread)
-                thread.start()
+                conn.sock.send(TAKEN)
+            except OSError:     # the client gave up waiting and does the work itself
+                self.log.info("a client gave up before its %s request ran",
+                              request.get("op"))
+                return
+            data = self._answer_bytes(request, binary)
+            try:
+                sent = conn.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                return
+            if sent < len(data):
+                self._outbox.put((conn, data[sent:]))
+                handed = True
+                self._wake()
             else:
-                conn.close()
-            with self._lock:
-                self._pending -= 1
-
-    def _send_rest(self, conn: socket.socket, rest: bytes) -> None:
-        try:
-            with conn:
-                conn.settimeout(None)
-                conn.sendall(rest)
-        except OSError as exc:
-            self.log.warning("connection failed: %s", exc)
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_WR)
         finally:
-            with self._lock:
-                self._conns.discard(threading.current_thread())
+            if not handed:
+                conn.close()
+                with self._lock:
+                    self._pending -= 1
+
+    def _answer_bytes(self, request: dict[str, Any], binary: bool) -> bytes:
+        try:
+            return _encode(self.handler(request), binary)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
+            known = translate(exc)
+            if known is not None:
+                return _encode({"exit": known.exit_code, "stdout": "",
+                                "stderr": _error_text(known.message, known.hint)}, binary)
+            self.log.exception("request failed")
+            return _encode(self._internal_error(f"{type(exc).__name__}: {exc}"), binary)
 
     def _internal_error(self, value: object) -> dict[str, Any]:
         return {"exit": 3, "stdout": "",
@@ -207,66 +391,38 @@ class SocketServer:
                           f"Hint: this is a bug in gitguard; see {self.store_dir}"
                           "/daemon.log\n"}
 
-    def _one(self, conn: socket.socket, prefix: bytes) -> None:
-        """A slow client's connection (see `_take`): read the rest here, then queue it."""
-        try:
-            conn.settimeout(30)
-            data = _read_request(conn, prefix)
-            if data is None:
-                conn.close()
-            else:
-                self._dispatch(conn, data)
-        except OSError as exc:
-            self.log.warning("connection failed: %s", exc)
-            conn.close()
-        finally:
-            with self._lock:
-                self._conns.discard(threading.current_thread())
+
+def _error_text(message: str, hint: str | None) -> str:
+    return f"Error: {message}\n" + (f"Hint: {hint}\n" if hint else "")
+
+
+def _bad_request(why: str) -> dict[str, Any]:
+    return {"exit": 1, "stdout": "", "stderr": _error_text(
+        f"the gitguard daemon refused a request: {why}",
+        "gitguard's clients send well-formed requests; another program wrote to "
+        "daemon.sock")}
 
 
 def _encode(answer: dict[str, Any], binary: bool) -> bytes:
     return encode_binary(answer) if binary else json.dumps(answer, ensure_ascii=True).encode()
 
 
-def _answer(conn: socket.socket, answer: dict[str, Any], binary: bool) -> bytes:
-    """On the worker: send what the socket takes without waiting, and end the answer
-    (the client reads to the end) when that was all of it. Returns what is left for the
-    connection's thread to send, which may wait on a slow reader; the worker never does."""
-    data = _encode(answer, binary)
-    try:
-        conn.setblocking(False)
-        sent = conn.send(data)
-    except OSError:                 # full (BlockingIOError) or broken: the thread sends
-        return data
-    if sent < len(data):
-        return data[sent:]
-    with contextlib.suppress(OSError):
-        conn.shutdown(socket.SHUT_WR)
-    return b""
-
-
-def _read_request(conn: socket.socket, prefix: bytes = b"") -> bytes | None:
-    chunks: list[bytes] = [prefix]
-    size = len(prefix)
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > _MAX_REQUEST:
-            return None
-    return b"".join(chunks)
-
-
-def _json_request(data: bytes | None) -> dict[str, Any] | None:
-    if data is None:
-        return None
+def _json_request(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(the request, "") or (None, why not): never an exception, whatever the bytes (a
+    deep nesting raised RecursionError on the accept thread and killed it)."""
     try:
         value = json.loads(data)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    except RecursionError:
+        return None, "it nests too deeply"
+    except MemoryError:
+        return None, "it is too large"
+    except ValueError:      # UnicodeDecodeError too
+        return None, "it is not JSON"
+    if not isinstance(value, dict):
+        return None, "it is not a JSON object"
+    if jsontext.too_deep(value, MAX_REQUEST_DEPTH):
+        return None, f"it nests deeper than {MAX_REQUEST_DEPTH} levels"
+    return value, ""
 
 
 def decode_binary(data: bytes | None) -> dict[str, Any] | None:

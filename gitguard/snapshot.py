@@ -14,6 +14,7 @@ directories instead of reading them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -74,6 +75,16 @@ class Snapshotter(StatScan):
 
     def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
         """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
+        try:
+            return self._write_tree(changed)
+        finally:
+            # git rewrites the stat index through a lock file with the umask's mode (0644):
+            # whatever failed after that (write-tree on a full disk), it stays private, or
+            # `verify` fails on it once space is back.
+            with contextlib.suppress(OSError):
+                self._keep_private(self.store.stat_index)
+
+    def _write_tree(self, changed: list[bytes] | None) -> TreeResult:
         started = time.perf_counter()
         skipped: list[str] = []
         if changed is None and not self.store.stat_index.exists() \

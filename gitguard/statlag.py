@@ -115,9 +115,13 @@ def rekey(store_root: Path, old: str, index: Path) -> None:
 def _write(target: Path, text: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)     # a full disk left 0-byte temp files behind
+        raise
 
 
 def index_checksum(path: Path) -> str | None:

@@ -253,3 +253,19 @@ def test_permission_denied_ends_the_call_and_session_end_closes_the_session(
     assert session["sessionId"] == SESSION and session["endedAt"]
     assert any(r["stepId"] == "session-end" for r in
                json.loads(gg(repo, "checkpoints", "--json").stdout))
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_a_deeply_nested_event_is_said_plainly_and_blocks_nothing(repo: Path,
+                                                                 depth: int) -> None:
+    """5,000 levels printed a RecursionError traceback (exit 1) before the hook ran: the
+    early scan's look at stdin caught only ValueError."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    deep = "[" * depth + "]" * depth
+    event = (f'{{"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": "{repo}", '
+             f'"tool_input": {{"command": {deep}}}}}')
+    proc = gg(repo, "hook", "claude-code", input=event.encode(), check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    said = json.loads(proc.stdout)["systemMessage"]
+    assert "nests deeper than 100 levels" in said and "RecursionError" not in said
+    assert "permissionDecision" not in proc.stdout

@@ -49,7 +49,8 @@ def test_start_status_stop_and_a_second_start(repo: Path, state_of: GitState) ->
         assert proc.stderr.startswith(f"Error: a daemon already runs for this worktree (pid {pid})")
         assert json.loads(gg(repo, "status", "--json").stdout)["daemon"] == {
             "running": True, "pid": pid}
-    assert "not running" in gg(repo, "daemon", "status").stdout
+    stopped = gg(repo, "daemon", "status", check=False)
+    assert stopped.returncode == 6 and "not running" in stopped.stdout
     assert "not running" in gg(repo, "daemon", "stop").stdout
     assert f"watching {repo}" in (store_of(repo) / "daemon.log").read_text()
     state_of.assert_unchanged(repo)
@@ -63,7 +64,8 @@ def test_sigterm_stops_the_daemon_cleanly(repo: Path) -> None:
         wait_for("the daemon to exit", lambda: not alive(pid))
         # checked before the fixture's `daemon stop`, which would tidy up after a crash
         assert not (store / "daemon.sock").exists() and not (store / "daemon.pid").exists()
-        assert json.loads(gg(repo, "daemon", "status", "--json").stdout)["stalePid"] is None
+        assert json.loads(gg(repo, "daemon", "status", "--json", check=False).stdout
+                          )["stalePid"] is None
     assert (store / "daemon.log").read_text().rstrip().endswith("stopped")
     assert owners(repo)["late.txt"] == ("user", "window"), "recorded on the way out"
 
@@ -195,8 +197,10 @@ def test_a_killed_daemon_is_recovered_and_its_downtime_is_unknown(repo: Path) ->
         request(repo, "flush")
         os.kill(pid, signal.SIGKILL)
         wait_for("the killed daemon to die", lambda: not alive(pid))
-        status = json.loads(gg(repo, "daemon", "status", "--json").stdout)
+        shown = gg(repo, "daemon", "status", "--json", check=False)
+        status = json.loads(shown.stdout)
         assert status["running"] is False and status["stalePid"] == pid
+        assert shown.returncode == 6 and status["state"] == "not running"
         # the fast path falls back to in-process work on the dead socket
         gg(repo, "call", "begin", "--tool", "Read", "--input", '{"file_path": "x"}')
         (repo / "before.txt").write_text("changed while no daemon ran\n")

@@ -94,3 +94,57 @@ def test_a_path_outside_the_workspace_is_refused(repo: Path) -> None:
     proc = gg(repo, "call", "begin", "--tool", "Write", "--input", "{}", "--writes", "../x",
               check=False)
     assert_user_error(proc, "../x is outside the workspace")
+
+
+@pytest.mark.parametrize("depth", [101, 900, 5000])
+def test_a_deeply_nested_input_is_exit_1(started: Path, depth: int, state_of: GitState) -> None:
+    """5,000 levels used to end in RecursionError (exit 3, a crash log); 900 passed the
+    parser and failed deeper in."""
+    before = store_files(started)
+    deep = "[" * (depth - 1) + "]" * (depth - 1)
+    proc = gg(started, "call", "begin", "--tool", "Bash", "--input", f'{{"a": {deep}}}',
+              check=False)
+    assert_user_error(proc, "--input nests deeper than 100 levels")
+    assert store_files(started) == before
+    state_of.assert_unchanged(started)
+
+
+def test_a_deeply_nested_input_file_is_exit_1(started: Path, tmp_path: Path) -> None:
+    before = store_files(started)
+    deep = tmp_path / "deep.json"
+    deep.write_text("{\"a\": " + "[" * 200_000 + "]" * 200_000 + "}")
+    proc = gg(started, "call", "begin", "--tool", "Bash", "--input-file", str(deep),
+              check=False)
+    assert_user_error(proc, "--input nests deeper than 100 levels")
+    assert store_files(started) == before
+
+
+def test_the_api_refuses_a_deep_or_self_referencing_input(started: Path) -> None:
+    from gitguard.api import Guard
+    from gitguard.errors import GitguardError
+
+    looped: dict[str, object] = {}
+    looped["self"] = looped
+    deep: list[object] = []
+    for _ in range(150):
+        deep = [deep]
+    before = store_files(started)
+    with Guard.open(str(started)) as guard:
+        for bad in (looped, {"a": deep}):
+            with pytest.raises(GitguardError, match="nests deeper than 100"):
+                guard.begin_call("Bash", bad)
+    assert store_files(started) == before
+
+
+def test_the_api_refuses_an_input_that_is_not_json(started: Path) -> None:
+    """Bytes, sets or objects in a Python caller's input were a TypeError from deep in
+    the hashing (an internal error); now a GitguardError, with nothing written."""
+    from gitguard.api import Guard
+    from gitguard.errors import GitguardError
+
+    before = store_files(started)
+    with Guard.open(str(started)) as guard:
+        for bad in ({"a": b"bytes"}, {"a": {1, 2}}, {"a": object()}):
+            with pytest.raises(GitguardError, match="the call's input is not JSON"):
+                guard.begin_call("Bash", bad)
+    assert store_files(started) == before

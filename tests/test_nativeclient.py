@@ -249,7 +249,7 @@ def test_the_binary_framing_reads_as_the_json_request() -> None:
     assert server.encode_binary({"fallback": True, "reason": "r"})[4:5] == b"\x01"
 
 
-def test_a_malformed_binary_request_gets_no_answer_and_the_daemon_serves_on(
+def test_a_malformed_binary_request_is_refused_and_the_daemon_serves_on(
         repo: Path) -> None:
     native = _built(repo)
     with running_daemon(repo):
@@ -257,7 +257,34 @@ def test_a_malformed_binary_request_gets_no_answer_and_the_daemon_serves_on(
         client_side.connect(str(store_of(repo) / "daemon.sock"))
         client_side.sendall(server.MAGIC + b"\x00\x00\x00\x01")    # truncated request
         client_side.shutdown(socket.SHUT_WR)
-        assert client_side.recv(100) == b"", "a malformed request gets no answer"
+        answer = b"".join(iter(lambda: client_side.recv(4096), b""))
+        assert answer[:4] == server.MAGIC and answer[4:9] == b"\x00\x00\x00\x00\x01"
+        assert b"Error: the gitguard daemon refused a request" in answer
         client_side.close()
         ok = _run([str(native), "call", "begin", "--tool", "Read"], repo)
         assert ok.returncode == 0 and ok.stdout.startswith(b"call_"), ok.stderr
+
+
+def test_a_hung_daemon_is_given_up_on_and_the_call_runs_in_python(repo: Path) -> None:
+    """SIGSTOP: the native client waited 300 s for an answer. It now waits GG_TAKE_S for
+    the worker to take the request, then runs the Python entry, and the daemon, once it
+    runs again, skips the request: one call, recorded once."""
+    import signal
+
+    from gitguard import ledger
+
+    native = _built(repo)
+    with running_daemon(repo) as pid:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            begun = _run([str(native), "call", "begin", "--tool", "Write", "--writes",
+                          "a.txt", "--input", '{"file_path": "a.txt"}'], repo)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert begun.returncode == 0, begun.stderr
+        call_id = begun.stdout.decode().strip()
+        ended = _run([str(native), "call", "end", call_id, "--status", "succeeded"], repo)
+        assert ended.returncode == 0, ended.stderr
+    assert list(ledger.read(Store(discover(repo))).entries) == [call_id]
+    assert "gave up before its call.begin request ran" in (
+        store_of(repo) / "daemon.log").read_text()

@@ -6,6 +6,7 @@ big (more than the socket buffer holds) and failed answers all arrive whole."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gitguard import server
+from gitguard import client, server
 from gitguard.engine import Item, Job
 
 BIG = "x" * (8 * 1024 * 1024)
@@ -71,7 +72,7 @@ def test_small_big_and_failed_answers_arrive_whole(served: Path) -> None:
     assert failed["exit"] == 3 and "the handler failed" in failed["stderr"]
     native = server.MAGIC + b"".join(len(f).to_bytes(4, "big") + f for f in (b"big", b"/w")) \
         + bytes(4) + bytes(4) + bytes(4) + bytes(4)
-    assert ask(served, native) == server.encode_binary(handler({"op": "big"}))
+    assert ask(served, native) == client.TAKEN + server.encode_binary(handler({"op": "big"}))
 
 
 def test_a_slow_client_gets_its_own_thread_and_does_not_hold_up_the_others(
@@ -136,3 +137,78 @@ def test_busy_until_a_queued_request_is_answered_and_refused_once_stopping(
         assert refused == {"fallback": True, "reason": "the daemon is stopping"}
     finally:
         sock_server.stop()
+
+
+@pytest.mark.parametrize("poison", [
+    b'{"op": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",      # 200 KB, RecursionError
+    b'{"op": "small", "args": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b"}",
+    b"\xff\xfe not even text", b"[1, 2]", server.MAGIC + b"\x00\x00\x00\x09op"])
+def test_a_poisoned_request_is_answered_and_the_server_serves_on(served: Path,
+                                                                 poison: bytes) -> None:
+    """A deep request killed the accept thread: every later client waited 300 s."""
+    refused = ask(served, poison)
+    if poison.startswith(server.MAGIC):
+        assert refused[:4] == server.MAGIC and b"refused a request" in refused
+    else:
+        answer = json.loads(refused)
+        assert answer["exit"] == 1 and "refused a request" in answer["stderr"]
+    assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})
+
+
+def test_idle_and_dripping_clients_cost_no_thread(served: Path) -> None:
+    before = threading.active_count()
+    idle = [socket.socket(socket.AF_UNIX) for _ in range(300)]
+    try:
+        for sock in idle:
+            sock.connect(str(served))
+        for sock in idle[:50]:
+            sock.sendall(b'{"op": "sm')
+        assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})
+        assert threading.active_count() == before
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+class BuggyLoop(server.SocketServer):
+    """A server whose loop meets a bug of its own (not one connection's trouble)."""
+
+    def _accept(self, sel: Any) -> None:
+        raise RuntimeError("a bug in the request loop")
+
+
+def test_a_dead_loop_says_so_and_stops_counting_as_busy(tmp_path: Path) -> None:
+    """Should the I/O loop die anyway, `on_death` runs (the daemon then exits, releasing
+    its pid file and lock) instead of a process that holds both and hears nothing."""
+    died = threading.Event()
+    jobs: queue.SimpleQueue[Item] = queue.SimpleQueue()
+    sock_server = BuggyLoop(tmp_path, jobs, handler, logging.getLogger("test"),
+                            on_death=died.set)
+    sock_server.start()
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(tmp_path / "daemon.sock"))
+            assert died.wait(60)
+        assert not sock_server.busy()
+    finally:
+        sock_server.stop()
+
+
+def test_an_oversized_request_is_declined_not_buffered(served: Path) -> None:
+    """More than MAX_REQUEST bytes: the client is told to do the work itself."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(60)
+        sock.connect(str(served))
+
+        def send() -> None:
+            # the server answers and closes before it has read all: the rest fails
+            with contextlib.suppress(OSError):
+                sock.sendall(b'{"op": "' + b"x" * (server.MAX_REQUEST + 1))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+        sender.join(60)
+    assert json.loads(answer) == {"fallback": True,
+                                  "reason": "the request is too large for the daemon now"}
+    assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})

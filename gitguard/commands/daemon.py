@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
+from gitguard.errors import EXIT_NOT_RUNNING, EXIT_USER, GitguardError
 
 
 @click.group()
@@ -63,7 +64,10 @@ def daemon_stop(ctx: Ctx, as_json: bool) -> None:
 @json_option
 @pass_ctx
 def daemon_status(ctx: Ctx, as_json: bool) -> None:
-    """Whether the daemon runs, and its pid, watches, memory and counters.
+    """Whether the daemon runs and answers, and its pid, watches, memory and counters.
+
+    Exit code: 0 running (it answered), 1 running but not answering within a few
+    seconds (hooks then work in-process; `gitguard daemon stop` ends it), 6 not running.
 
     Example: gitguard daemon status --json
     """
@@ -71,9 +75,15 @@ def daemon_status(ctx: Ctx, as_json: bool) -> None:
     from gitguard.workspace import discover
 
     found = daemonctl.status(discover(Path(ctx.path)))
+    state = found["state"]
+    if state == daemonctl.NOT_ANSWERING and not as_json:
+        raise GitguardError(
+            f"the daemon (pid {found['pid']}) runs but does not answer: {found['error']}",
+            "calls and hooks work in-process meanwhile; `gitguard daemon stop` ends it "
+            f"(SIGTERM if it does not answer), and {found['log']} may say why")
 
     def human() -> None:
-        if not found["running"]:
+        if state == daemonctl.NOT_RUNNING:
             stale = found.get("stalePid")
             click.echo("The daemon is not running" +
                        (f" (stale pid {stale} from a daemon that was killed)" if stale else ""))
@@ -87,3 +97,6 @@ def daemon_status(ctx: Ctx, as_json: bool) -> None:
                    f"({found.get('snapshotMode', '?')}); {found.get('records', 0)} attributions")
 
     emit(found, as_json, human)
+    if state != daemonctl.RUNNING:
+        raise click.exceptions.Exit(EXIT_NOT_RUNNING if state == daemonctl.NOT_RUNNING
+                                    else EXIT_USER)

@@ -70,9 +70,7 @@ def claude_code_hook(ctx: GuardHolder, stdin: bytes | None = None) -> str:
     try:
         if stdin is None:
             stdin = sys.stdin.buffer.read()
-        payload = json.loads(stdin or b"null")
-        if not isinstance(payload, dict):
-            raise ValueError("the hook event on stdin is not a JSON object")
+        payload = _event(stdin)
         answer = claude_code.handle(_guard_for(ctx, payload), payload)
     except Exception as exc:  # the agent must keep working: log it and allow
         store = ctx.guard.store.root if ctx._guard is not None else None
@@ -80,6 +78,25 @@ def claude_code_hook(ctx: GuardHolder, stdin: bytes | None = None) -> str:
         answer = {"systemMessage": f"gitguard: its hook failed ({type(exc).__name__}: {exc}); "
                                    f"nothing was blocked. Details: {where}"}
     return jsontext.dumps(answer)
+
+
+def _event(stdin: bytes) -> dict[str, Any]:
+    """The hook event on stdin; ValueError saying what is wrong with it (any depth)."""
+    from gitguard import jsontext
+
+    try:
+        payload = json.loads(stdin or b"null")
+    except RecursionError:
+        payload = None
+        deep = True
+    else:
+        deep = jsontext.too_deep(payload)
+    if deep:
+        raise ValueError(f"the hook event on stdin nests deeper than {jsontext.MAX_DEPTH} "
+                         "levels of lists and objects")
+    if not isinstance(payload, dict):
+        raise ValueError("the hook event on stdin is not a JSON object")
+    return payload
 
 
 def _guard_for(ctx: GuardHolder, payload: dict[str, Any]) -> Any:
