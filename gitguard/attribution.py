@@ -100,8 +100,12 @@ class Recorded:
 def owner_with_records(current_hash: str | None, agent: AgentWrite | None,
                        record: Recorded | None) -> tuple[str, Confidence]:
     """`owner_of`, refined by what the daemon saw: a record newer than the agent's last
-    write wins, and a call's own record carries its confidence (exact/window/ambiguous)."""
+    write wins, unless the path holds exactly what that write left (it was moved away
+    and back: stash and pop, checkout and restore); a call's own record carries its
+    confidence (exact/window/ambiguous)."""
     if record is None:
+        return owner_of(current_hash, agent)
+    if agent is not None and record.at > agent.at and agent.after_hash == current_hash:
         return owner_of(current_hash, agent)
     if agent is None or record.at > agent.at:
         return record.owner, record.confidence

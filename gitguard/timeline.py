@@ -238,9 +238,24 @@ def _moment(stamp: str) -> datetime:
 
 
 def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution]) -> str | None:
-    """Why someone other than an agent call touched this path after `since`, or None."""
+    """Why someone other than an agent call touched this path after `since`, or None.
+
+    A file holding exactly the bytes the last agent change left is that call's, whatever
+    moved it in between (`git stash` and `stash pop`, a checkout and a restore): what
+    happened after that change (in the checkpoints, in the watcher's records newer than
+    the call's own) ended where the agent left it, so no one else's work is there now.
+    """
+    records = list(records)
+    last = item.last_agent_change()
+    changes: Sequence[Change] = item.changes
+    settled: datetime | None = None
+    if last is not None and item.now == last.after and last.why is None and \
+            last.confidence not in ("ambiguous", "unknown"):
+        changes = changes[:changes.index(last) + 1]
+        own = [_moment(r.at) for r in records if r.path == item.path and r.owner == last.owner]
+        settled = max(own) if own else None
     last_call: str | None = None
-    for change in item.changes:
+    for change in changes:
         if change.owner != USER and change.why is not None:
             return change.why
         if change.owner != USER and change.confidence in ("ambiguous", "unknown"):
@@ -256,6 +271,8 @@ def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution])
     for record in records:
         if record.path != item.path or _moment(record.at) <= start:
             continue
+        if settled is not None and _moment(record.at) > settled:
+            continue        # after the call's own record, and it holds the call's bytes again
         if record.owner == USER:
             return f"the watcher saw the user change it at {record.at}"
         if record.confidence in ("ambiguous", "unknown"):
