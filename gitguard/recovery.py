@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gitguard import checkpoints, clock, faults, ledger, recovery_note, sessions, trace
 from gitguard import messages as message_store
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
-from gitguard.models import ToolLedgerEntry
+from gitguard.models import Checkpoint, ToolLedgerEntry
 from gitguard.recovery_scan import (
     Choice,
     WorkspaceCheck,
@@ -230,26 +231,26 @@ def _resume_checkpoint(g: Guard, state: ledger.LedgerState, index: checkpoints.I
 def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice,
             check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
     """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
-    horizon = choice.horizon_seq
     first_seq = state.first_seq
+    last_step, horizon = last_completed(entries, first_seq, choice.saved)
     # One pass over the session's calls (10,000 after a long run) for what every call adds.
     calls: list[ToolLedgerEntry] = []
     uncertain: list[str] = []
     blocking: list[ToolLedgerEntry] = []
+    before = 0          # finished calls before the last completed step: not in the note
     for e in entries:
         status = e.status
         if status == "uncertain":
             calls.append(e)
             uncertain.append(e.call_id)
-        elif status not in OPEN_STATUSES and (
-                horizon is None or first_seq.get(e.call_id, 0) > horizon):
-            calls.append(e)
+        elif status not in OPEN_STATUSES:
+            if horizon is None or first_seq.get(e.call_id, 0) > horizon:
+                calls.append(e)
+            else:
+                before += 1
         if blocks(e):
             blocking.append(e)
     found = choice.checkpoint
-    last_step = _last_finished_step(entries)
-    if last_step is None and found is not None:
-        last_step = found.step_id
     do_not_repeat = tuple(CallView.of(e) for e in blocking)
     shown = tuple(CallView.of(e) for e in _cap_finished(calls))
     facts = recovery_note.NoteFacts(
@@ -261,25 +262,51 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
         head_then=check.head_then, head_now=check.head_now, branch_then=check.branch_then,
         branch_now=check.branch_now,
         skipped=[(s.label, f"it {s.reason}") for s in choice.all_skipped],
-        earlier_finished=len(calls) - len(shown))
+        earlier_finished=before + len(calls) - len(shown))
     # The JSON carries what the note tells, so its size does not grow with the ledger.
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
-        calls=shown, earlier_calls=len(calls) - len(shown),
+        calls=shown, earlier_calls=before + len(calls) - len(shown),
         uncertain=tuple(uncertain),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=message_store.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
 
 
-def _last_finished_step(entries: list[ToolLedgerEntry]) -> str | None:
-    """The step of the newest finished call; gitguard's own entries (a rollback, a conflict
-    resolution) are not the agent's steps. From the end: it is nearly always the last."""
-    for e in reversed(entries):
-        if (e.status in ("succeeded", "failed") and not never_started(e)
-                and not e.tool_name.startswith("gitguard.")):
-            return e.step_id
-    return None
+def interrupted(entry: ToolLedgerEntry) -> bool:
+    """A call a crash cut short and nobody settled since: open, uncertain, or closed by
+    resume before its tool started (`reconcile` settles an uncertain one)."""
+    return (entry.status in OPEN_STATUSES or entry.status == "uncertain"
+            or entry.note == NEVER_STARTED)
+
+
+def last_completed(entries: list[ToolLedgerEntry], first_seq: Mapping[str, int],
+                   saved: Checkpoint | None) -> tuple[str | None, int | None]:
+    """The last completed step and the ledger position the note's calls start after.
+
+    The step is the newest one whose calls all finished (none interrupted), or where the
+    agent saved its own state (a manual checkpoint with a step) when that came later;
+    never a step with an interrupted call, nor the step name a call's own pre checkpoint
+    carries. The note lists the calls from that step's first call on (from the saved
+    state, if that is newer), plus every uncertain one: not the whole session.
+    gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
+    """
+    steps: dict[str, list[ToolLedgerEntry]] = {}
+    for e in entries:
+        if not e.tool_name.startswith("gitguard."):
+            steps.setdefault(e.step_id, []).append(e)
+    done: tuple[str, int, int] | None = None        # step, first call's seq, last call's seq
+    for step, calls in steps.items():
+        if any(interrupted(c) for c in calls):
+            continue
+        last = max(first_seq.get(c.call_id, 0) for c in calls)
+        if done is None or last > done[2]:
+            done = (step, min(first_seq.get(c.call_id, 0) for c in calls), last)
+    if saved is not None and (done is None or saved.ledger_seq >= done[2]):
+        return saved.step_id or (done[0] if done else None), saved.ledger_seq
+    if done is None:
+        return None, None
+    return done[0], done[1] - 1
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
