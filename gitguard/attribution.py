@@ -115,6 +115,25 @@ def owner_with_records(current_hash: str | None, agent: AgentWrite | None,
     return owner, confidence
 
 
+def owner_words(owner: str, confidence: str) -> str:
+    """How every command names who changed a path (status, resume, explain, conflicts)."""
+    if confidence == "ambiguous":
+        return (f"{owner} or the user (ambiguous)" if owner != USER
+                else "the user or a call (ambiguous)")
+    if confidence == "unknown":
+        return ("someone while nobody watched (unknown)" if owner == USER
+                else f"{owner} or the user (unknown: it never finished)")
+    return "the user" if owner == USER else f"{owner} ({confidence})"
+
+
+def unsettled_owner(path_then: str | None, path_end: str | None | bool, now: str | None
+                    ) -> bool:
+    """Whether a change now falls in an unfinished call's window: the path differs from its
+    state when the call began and is as the window's end left it (`True` for an end not
+    reached yet). Such a change cannot be told from a user edit: it is ambiguous."""
+    return path_then != now and (path_end is True or path_end == now)
+
+
 def patches_after(entries: Iterable[ToolLedgerEntry], seq_of: dict[str, int],
                   since_seq: int) -> list[FilePatchEntry]:
     """FilePatchEntries of calls that finished after ledger position `since_seq`."""

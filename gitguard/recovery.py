@@ -16,7 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, faults, ledger, recovery_note, sessions, trace
+from gitguard import (
+    checkpoints,
+    clock,
+    faults,
+    ledger,
+    recovery_note,
+    sessions,
+    timeline,
+    trace,
+)
+from gitguard import conflicts as conflict_store
 from gitguard import messages as message_store
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
 from gitguard.models import Checkpoint, ToolLedgerEntry
@@ -336,9 +346,20 @@ def reconcile(g: Guard, call_id: str, status: str, note: str | None = None) -> T
             "status": status, "finished_at": clock.stamp(), "note": said,
             "error_summary": said if status == "failed" else entry.error_summary})
         ledger.append_entries(g.store, state, [settled])
+        _reword_conflicts(g, entry, status)
         trace.emit(g.store, "recovery", "recovery.reconcile", session_id=entry.session_id,
                    callId=call_id, status=status, note=said)
     return settled
+
+
+def _reword_conflicts(g: Guard, entry: ToolLedgerEntry, status: str) -> None:
+    """Pending conflicts that blame this call for never finishing say how it was settled
+    (they stay conflicts: what it wrote was never recorded)."""
+    old = timeline.interrupted_reason(entry.call_id, entry.status)
+    new = timeline.interrupted_reason(entry.call_id, status)
+    stale = [c.model_copy(update={"reason": new}) for c in conflict_store.read(g.store)
+             if c.resolution == "pending" and c.call_id == entry.call_id and c.reason == old]
+    conflict_store.record(g.store, stale)
 
 
 @dataclass(frozen=True)

@@ -279,7 +279,15 @@ def check_workspace(snap: Snapshotter, state: LedgerState, index: checkpoints.In
     writes = _last_writes(entries)
     # A call still open when the checkpoint was taken may have written anything since. A
     # window closed by a checkpoint `gitguard gc` has pruned closed long before this one.
-    in_flight = [e.call_id for e in entries if e.status in ("started", "uncertain")
+    # One reconciled after resume closed its window still never recorded what it wrote
+    # (`status` reads it the same way).
+    def blind(e: ToolLedgerEntry) -> bool:
+        end = position.get(e.post_checkpoint_id or "")
+        return e.status in ("started", "uncertain") or (
+            e.status in ("succeeded", "failed") and end is not None
+            and index.rows[end].kind == "resume")
+
+    in_flight = [e.call_id for e in entries if blind(e)
                  and (e.post_checkpoint_id is None
                       or position.get(e.post_checkpoint_id, -1) >= here)]
     suspect = in_flight[-1] if in_flight else None
