@@ -114,3 +114,18 @@ def test_git_hashes_the_converted_form(repo: Path) -> None:
                              capture_output=True, check=True).stdout
     assert on_disk != subprocess.run(["git", "hash-object", "core.txt"], cwd=repo,
                                      capture_output=True, check=True).stdout
+
+
+@pytest.mark.parametrize("how", ["eol", "filter"])
+def test_resolving_with_the_checkpoint_writes_the_checkout_form(repo: Path, how: str) -> None:
+    _setup(repo, how)
+    before = (repo / "core.txt").read_bytes()
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    target = _checkpoint(repo)
+    gg(repo, "run", "--", "sed", "-i", "s/def push_context/def push_kontext/", "core.txt")
+    with (repo / "core.txt").open("ab") as f:
+        f.write(b"# the user's line\r\n")
+    assert gg(repo, "rollback-files", "--to", target, check=False).returncode == 5
+    gg(repo, "conflicts", "resolve", "core.txt", "--apply-agent")
+    assert (repo / "core.txt").read_bytes() == before
+    assert _status(repo) == b""
