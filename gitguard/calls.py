@@ -70,14 +70,15 @@ def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest:
     return prior.call_id
 
 
-def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str) -> str | None:
+def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str,
+                writes: Sequence[str]) -> str | None:
     """The call's replay identity where the state it acts on is part of it (replay_state)."""
     from gitguard import replay_state
     from gitguard.classify import command_of
 
     return replay_state.replay_key(g.ws, g.snap.repo if g.ws.is_git else None, digest,
                                    command_of(tool, tool_input),
-                                   tools.declared_replay_key(g.settings, tool))
+                                   tools.declared_replay_key(g.settings, tool), writes)
 
 
 def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
@@ -95,7 +96,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
     redacted_input = g.store.privacy.redact_json(dict(tool_input))
     cls = tools.classify(g.settings, tool, redacted_input)
     digest = ledger.input_hash(tool_input)
-    key = _replay_key(g, tool, tool_input, digest)
+    key = _replay_key(g, tool, tool_input, digest, declared)
     started_clock = time.perf_counter()
     with g.store.writing():
         session = sessions.resolve(g.store, session_id)

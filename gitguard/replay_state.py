@@ -12,6 +12,7 @@ same commits is. Other tools declare theirs in `.gitguard.toml`:
 each item the content of a workspace file (`file:PATH`) or the commit a revision
 resolves to (`git:REV`). Without a declared key and outside `git push`, the input alone
 is the identity: `npm publish` of an unchanged package is the same call as before.
+A call that declares the paths it writes acts on their content (its base).
 
 One function decides, `calls.begin` asks it for every call, and the replay check reads
 the key it returns from the ledger's index (`LedgerState.runs_of`) or from a walk of
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Sequence
 
 import pygit2
@@ -43,12 +45,14 @@ _HINT = "replayKey items are `file:PATH` (a workspace file) or `git:REV` (a revi
 
 def replay_key(ws: Workspace, repo: pygit2.Repository | None, input_hash: str,
                command: str | Sequence[str] | None,
-               declared: Sequence[str] | None) -> str | None:
+               declared: Sequence[str] | None, writes: Sequence[str] = ()) -> str | None:
     """The call's replay identity when state is part of it, else None (the input hash is).
 
     `command`: the shell command the call runs, if it is one; `declared`: the tool's
-    `replayKey` from the config."""
-    state: dict[str, str | None] = {}
+    `replayKey` from the config; `writes`: the workspace paths the call declares it
+    writes, whose content now is the base it writes on (the same Edit on another base is
+    another write)."""
+    state: dict[str, str | None] = {f"base:{path}": _content(ws, path) for path in writes}
     for item in declared or ():
         state[item] = _declared(ws, repo, item)
     if command is not None and repo is not None:
@@ -68,12 +72,23 @@ def _declared(ws: Workspace, repo: pygit2.Repository | None, item: str) -> str |
             rel = safe_relpath(ws, name)
         except UnsafePath as exc:
             raise GitguardError(f"replayKey item {item!r}: {exc.message}", _HINT) from None
-        try:
-            return str(pygit2.hash((ws.root / rel).read_bytes()))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
+        return _content(ws, rel)
     raise GitguardError(f"replayKey item {item!r} in the gitguard config is not understood",
                         _HINT)
+
+
+def _content(ws: Workspace, rel: str) -> str | None:
+    """The blob id of a workspace path's bytes (a symlink's target), None when absent."""
+    full = os.path.join(ws.root, rel)
+    try:
+        info = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return str(pygit2.hash(os.readlink(os.fsencode(full))))
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return str(pygit2.hashfile(full))
 
 
 def _resolve(repo: pygit2.Repository, rev: str) -> str | None:

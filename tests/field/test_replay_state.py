@@ -109,3 +109,26 @@ def test_a_replay_key_item_gitguard_does_not_know_is_a_config_error(repo: Path) 
                json.dumps({"command": "npm publish"}), check=False)
     assert began.returncode == 1
     assert "replayKey item 'env:HOME'" in began.stderr
+
+
+def _write(repo: Path) -> tuple[int, str | None]:
+    """A Write call of notes.md that must never repeat; (exit, replayOf)."""
+    began = gg(repo, "call", "begin", "--tool", "Write", "--writes", "notes.md",
+               "--replay", "never", "--input",
+               json.dumps({"file_path": "notes.md", "content": "agent\n"}), "--json",
+               check=False)
+    if began.returncode != 0:
+        return began.returncode, None
+    entry = json.loads(began.stdout)
+    (repo / "notes.md").write_text("agent\n")
+    gg(repo, "call", "end", entry["callId"], "--status", "succeeded")
+    return 0, entry.get("replayOf")
+
+
+def test_a_write_on_another_base_is_another_write(repo: Path) -> None:
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    assert _write(repo) == (0, None)
+    (repo / "notes.md").unlink()
+    assert _write(repo)[0] == REFUSED                 # the same base (none): a replay
+    (repo / "notes.md").write_text("the user's notes\n")
+    assert _write(repo) == (0, None)                  # another base: another write
