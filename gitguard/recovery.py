@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from gitguard import (
 from gitguard import conflicts as conflict_store
 from gitguard import messages as message_store
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
-from gitguard.models import Checkpoint, ToolLedgerEntry
+from gitguard.models import ToolLedgerEntry
 from gitguard.recovery_scan import (
     Choice,
     WorkspaceCheck,
@@ -43,13 +42,12 @@ from gitguard.recovery_scan import (
 )
 from gitguard.replay import Verdict, blocks, verdict
 from gitguard.snapshot import TreeResult
+from gitguard.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
 
 INTERRUPTED = "interrupted: found started after a crash; its outcome is unknown"
-NEVER_STARTED = "interrupted before the tool started; it did not run"
-OPEN_STATUSES = ("planned", "approved", "started")
 
 
 def never_started(entry: ToolLedgerEntry) -> bool:
@@ -281,42 +279,6 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=message_store.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
-
-
-def interrupted(entry: ToolLedgerEntry) -> bool:
-    """A call a crash cut short and nobody settled since: open, uncertain, or closed by
-    resume before its tool started (`reconcile` settles an uncertain one)."""
-    return (entry.status in OPEN_STATUSES or entry.status == "uncertain"
-            or entry.note == NEVER_STARTED)
-
-
-def last_completed(entries: list[ToolLedgerEntry], first_seq: Mapping[str, int],
-                   saved: Checkpoint | None) -> tuple[str | None, int | None]:
-    """The last completed step and the ledger position the note's calls start after.
-
-    The step is the newest one whose calls all finished (none interrupted), or where the
-    agent saved its own state (a manual checkpoint with a step) when that came later;
-    never a step with an interrupted call, nor the step name a call's own pre checkpoint
-    carries. The note lists the calls from that step's first call on (from the saved
-    state, if that is newer), plus every uncertain one: not the whole session.
-    gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
-    """
-    steps: dict[str, list[ToolLedgerEntry]] = {}
-    for e in entries:
-        if not e.tool_name.startswith("gitguard."):
-            steps.setdefault(e.step_id, []).append(e)
-    done: tuple[str, int, int] | None = None        # step, first call's seq, last call's seq
-    for step, calls in steps.items():
-        if any(interrupted(c) for c in calls):
-            continue
-        last = max(first_seq.get(c.call_id, 0) for c in calls)
-        if done is None or last > done[2]:
-            done = (step, min(first_seq.get(c.call_id, 0) for c in calls), last)
-    if saved is not None and (done is None or saved.ledger_seq >= done[2]):
-        return saved.step_id or (done[0] if done else None), saved.ledger_seq
-    if done is None:
-        return None, None
-    return done[0], done[1] - 1
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gitguard import checkpoints, ledger
 from gitguard.integrations import hooklog
 from gitguard.models import ToolLedgerEntry
+from gitguard.steps import interrupted, last_completed
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -81,8 +82,6 @@ def ledger_note(guard: Guard, session_id: str | None) -> str:
     row = checkpoints.read_index(guard.store).latest(session_id)
     if row is not None:
         lines.append(f"Checkpoint: {row.checkpoint_id}")
-    from gitguard.recovery import interrupted, last_completed
-
     state = ledger.read(guard.store)
     step, since = last_completed(mine, state.first_seq, None)
     if step is not None:
