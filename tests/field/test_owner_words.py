@@ -29,8 +29,10 @@ def _killed_writer(repo: Path) -> str:
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        wait_for("the command to write", lambda: (repo / "b.txt").exists() and any(
-            e.status == "started" for e in ledger.read(store).in_order()))
+        # Its whole line, not only the file's creation: the kill may land between the two.
+        wait_for("the command to write", lambda: (repo / "b.txt").exists()
+                 and (repo / "b.txt").read_text() == "written\n" and any(
+                     e.status == "started" for e in ledger.read(store).in_order()))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
