@@ -271,12 +271,59 @@ class Guard:
 
         writes = attribution.last_agent_writes(entries)
         records = attrlog.latest(self.store)
+        windows = self._unsettled_windows(entries)
+        blind = {call_id for call_id, _, _ in windows}
         result = []
         for change in self.snap.diff(base, tree):
+            record = records.get(change.path)
             owner, confidence = attribution.owner_with_records(
-                change.new_oid, writes.get(change.path), records.get(change.path))
+                change.new_oid, writes.get(change.path), record)
+            if owner in blind:
+                confidence = "ambiguous"     # the watcher saw it, but the call never finished
+            elif owner == attribution.USER and (record is None or
+                                                record.confidence == "unknown"):
+                # Changed inside a window whose call never finished (resume's rule); a
+                # rescan's `unknown` record knows no more than the checkpoints do.
+                for call_id, then, end in windows:
+                    if attribution.unsettled_owner(_blob(self.snap, then, change.path),
+                                                   True if end is None
+                                                   else _blob(self.snap, end, change.path),
+                                                   change.new_oid):
+                        owner, confidence = call_id, "ambiguous"
+                        break
             result.append(DirtyPath(change.path, owner, confidence, change.status))
         return result
+
+    def _unsettled_windows(self, entries: list[ToolLedgerEntry]
+                           ) -> list[tuple[str, str, str | None]]:
+        """(call, tree at its start, tree at its window's end or None: open) of the calls a
+        crash cut short (uncertain, or reconciled after resume closed their window), newest
+        first. Their writes were never recorded."""
+        index = checkpoints.read_index(self.store)
+        rows = {r.checkpoint_id: r for r in index.rows}
+        found = []
+        for e in reversed(entries):
+            pre = rows.get(e.pre_checkpoint_id or "")
+            post = rows.get(e.post_checkpoint_id or "")
+            blind = e.status in ("started", "uncertain") or (
+                e.status in ("succeeded", "failed") and post is not None and post.kind == "resume")
+            if pre is None or not blind or e.tool_name.startswith("gitguard."):
+                continue
+            found.append((e.call_id, self.snap.tree_of(pre.snapshot_commit),
+                          self.snap.tree_of(post.snapshot_commit) if post else None))
+        return found
+
+
+def _blob(snap: Snapshotter, tree: str, path: str) -> str | None:
+    import pygit2
+
+    found = snap.repo.get(tree)
+    if not isinstance(found, pygit2.Tree):
+        return None
+    try:
+        return str(found[path].id)
+    except KeyError:
+        return None
 
 
 def _open_id(store: Store) -> str:

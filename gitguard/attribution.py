@@ -100,8 +100,12 @@ class Recorded:
 def owner_with_records(current_hash: str | None, agent: AgentWrite | None,
                        record: Recorded | None) -> tuple[str, Confidence]:
     """`owner_of`, refined by what the daemon saw: a record newer than the agent's last
-    write wins, and a call's own record carries its confidence (exact/window/ambiguous)."""
+    write wins, unless the path holds exactly what that write left (it was moved away
+    and back: stash and pop, checkout and restore); a call's own record carries its
+    confidence (exact/window/ambiguous)."""
     if record is None:
+        return owner_of(current_hash, agent)
+    if agent is not None and record.at > agent.at and agent.after_hash == current_hash:
         return owner_of(current_hash, agent)
     if agent is None or record.at > agent.at:
         return record.owner, record.confidence
@@ -109,6 +113,25 @@ def owner_with_records(current_hash: str | None, agent: AgentWrite | None,
     if owner == record.owner:
         return owner, record.confidence
     return owner, confidence
+
+
+def owner_words(owner: str, confidence: str) -> str:
+    """How every command names who changed a path (status, resume, explain, conflicts)."""
+    if confidence == "ambiguous":
+        return (f"{owner} or the user (ambiguous)" if owner != USER
+                else "the user or a call (ambiguous)")
+    if confidence == "unknown":
+        return ("someone while nobody watched (unknown)" if owner == USER
+                else f"{owner} or the user (unknown: it never finished)")
+    return "the user" if owner == USER else f"{owner} ({confidence})"
+
+
+def unsettled_owner(path_then: str | None, path_end: str | None | bool, now: str | None
+                    ) -> bool:
+    """Whether a change now falls in an unfinished call's window: the path differs from its
+    state when the call began and is as the window's end left it (`True` for an end not
+    reached yet). Such a change cannot be told from a user edit: it is ambiguous."""
+    return path_then != now and (path_end is True or path_end == now)
 
 
 def patches_after(entries: Iterable[ToolLedgerEntry], seq_of: dict[str, int],

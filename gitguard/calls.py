@@ -60,7 +60,8 @@ def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest:
     prior = earlier[-1]
     policy = stricter(*(effective_policy(e, policy) for e in earlier))
     when = prior.finished_at or prior.started_at or prior.planned_at
-    said = (f"{tool} with this input already ran as {prior.call_id} "
+    same = " on the same state" if prior.replay_key else ""
+    said = (f"{tool} with this input{same} already ran as {prior.call_id} "
             f"({prior.status} at {when}); its replay policy is {policy}")
     if policy == "ask" and not (confirm or force):
         raise ReplayRefused(said, "check that running it again is safe, then pass --confirm")
@@ -68,6 +69,17 @@ def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest:
         raise ReplayRefused(said, "it must not run twice; if you are sure, pass --force-replay "
                                   "(the override is recorded in the ledger)")
     return prior.call_id
+
+
+def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str,
+                writes: Sequence[str]) -> str | None:
+    """The call's replay identity where the state it acts on is part of it (replay_state)."""
+    from gitguard import replay_state
+    from gitguard.classify import command_of
+
+    return replay_state.replay_key(g.ws, g.snap.repo if g.ws.is_git else None, digest,
+                                   command_of(tool, tool_input),
+                                   tools.declared_replay_key(g.settings, tool), writes)
 
 
 def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
@@ -94,6 +106,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
     # The hash stays over the real input, so a replay is still recognised.
     redacted_input = g.store.privacy.redact_json(dict(tool_input))
     cls = tools.classify(g.settings, tool, redacted_input)
+    key = _replay_key(g, tool, tool_input, digest, declared)
     started_clock = time.perf_counter()
     with g.store.writing():
         session = sessions.resolve(g.store, session_id)
@@ -105,8 +118,8 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                     "use a new --call-id, or end it with `gitguard call end`")
         policy = replay or cls.replay_policy
         try:
-            replay_of = _replay_check(state, session.session_id, tool, digest, policy, confirm,
-                                      force_replay)
+            replay_of = _replay_check(state, session.session_id, tool, key or digest, policy,
+                                      confirm, force_replay)
         except ReplayRefused as refused:
             trace.emit(g.store, "recovery", "recovery.replay_refused",
                        session_id=session.session_id, tool=tool, inputHash=digest,
@@ -127,7 +140,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                 classification_reason=("set by the caller" if (idempotency or replay)
                                        else cls.reason),
                 input_ref=refs[0], declared_writes=declared, replay_of=replay_of,
-                compensates=compensates,
+                compensates=compensates, replay_key=key,
                 note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
             )
             # The pre checkpoint first, then planned and started in one append (one fsync): a

@@ -8,7 +8,7 @@ by the rule tables below, and the riskiest one decides the whole line.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
@@ -320,6 +320,20 @@ def _default_for_tool(tool_name: str, tool_input: Mapping[str, object]) -> Class
     return _TOOLS.get(tool_name, _UNKNOWN_TOOL).judge(tool_name)
 
 
+def matching(patterns: Iterable[str], tool_name: str) -> str | None:
+    """The config table that governs a tool: an exact name wins; otherwise the most specific
+    glob, so `mcp__github__*` beats `mcp__*`."""
+    patterns = list(patterns)
+    if tool_name in patterns:
+        return tool_name
+    return max((p for p in patterns if fnmatchcase(tool_name, p)), key=len, default=None)
+
+
+def command_of(tool_name: str, tool_input: Mapping[str, object]) -> str | list[str] | None:
+    """The shell command a call runs, when its tool runs commands."""
+    return _command_input(tool_input) if tool_name in _COMMAND_TOOLS else None
+
+
 def classify_call(
     tool_name: str,
     tool_input: Mapping[str, object],
@@ -328,9 +342,7 @@ def classify_call(
     """Classify one tool call; a project override for the tool replaces the fields it sets."""
     base = _default_for_tool(tool_name, tool_input)
     overrides = overrides or {}
-    # An exact name wins; otherwise the most specific glob, so `mcp__github__*` beats `mcp__*`.
-    globs = (p for p in overrides if fnmatchcase(tool_name, p))
-    pattern = tool_name if tool_name in overrides else max(globs, key=len, default=None)
+    pattern = matching(overrides, tool_name)
     if pattern is None:
         return base
     policy = overrides[pattern]

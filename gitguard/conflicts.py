@@ -17,7 +17,20 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from gitguard import checkpoints, clock, durable, fileops, ledger, merge, remote, sessions, trace
+import pygit2
+
+from gitguard import (
+    checkpoints,
+    clock,
+    durable,
+    fileops,
+    gitfilters,
+    ledger,
+    merge,
+    remote,
+    sessions,
+    trace,
+)
 from gitguard.errors import GitguardError, UnknownId
 from gitguard.fileops import LINK, FileState
 from gitguard.guarded import Applied, Step, apply
@@ -202,6 +215,7 @@ def resolve(g: Guard, path: str, how: How) -> Resolved:
                                     "move it away, then resolve again; or --keep-user")
             view = three_way(g, conflict)
             target, data, markers = _target(g, view, how)
+            data = _worktree_bytes(g, conflict.path, target, data)
             if seen.kind == "dir" and fileops.files_under(g.ws.root, conflict.path):
                 raise GitguardError(f"{conflict.path} is a directory with files in it now",
                                     "move them away, then resolve again; or --keep-user")
@@ -230,6 +244,19 @@ def resolve(g: Guard, path: str, how: How) -> Resolved:
                                  session_id, detail)
         trace.emit(g.store, "conflict", "conflict.resolve", session_id=session_id, **detail)
         return Resolved(done, applied, markers)
+
+
+def _worktree_bytes(g: Guard, path: str, target: FileState | None, data: bytes | None
+                    ) -> bytes | None:
+    """A stored blob to write back in the form `git checkout` writes it, where git converts
+    content (eol rules, smudge filters); None: the blob's own bytes."""
+    if target is None or target.mode == LINK or data is not None or not g.ws.is_git:
+        return data
+    convert = gitfilters.conversion(g.snap.repo, g.ws.root, g.ws.git_dir, g.snap.scan_index())
+    if convert is None:
+        return None
+    smudged = convert.smudge(path, target.oid)
+    return None if str(pygit2.hash(smudged)) == target.oid else smudged
 
 
 def _session_of(g: Guard, conflict: CheckpointConflict) -> str:

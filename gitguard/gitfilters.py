@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,3 +69,39 @@ def needs_git_filters(repo: pygit2.Repository, converting: Iterable[str]) -> str
         return "info/attributes exists"
     found = next(iter(converting), None)
     return f"{found} converts content" if found else None
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """git's own conversion of one repository's files: `clean` (working tree → blob, as
+    `git add` stores it) and `smudge` (blob → working tree, as `git checkout` writes it),
+    each after the path's attributes, eol rules and filter drivers.
+
+    git does it, not libgit2: libgit2 knows text/eol/ident but runs no clean/smudge driver
+    (`filter.<name>.clean`), and a converted path whose content is compared in the wrong
+    form looks like a user edit. A process per path: only rollbacks in repositories that
+    convert (`needs_git_filters`) pay it, once per path the agent changed.
+    """
+
+    git_dir: Path
+    root: Path
+
+    def clean(self, path: str, data: bytes, store: bool) -> str:
+        """The blob id git stores for `data` at `path` (stored too when `store`)."""
+        args = ["hash-object", *(["-w"] if store else []), "--stdin", f"--path={path}"]
+        out = run_git(args, git_dir=self.git_dir, work_tree=self.root, stdin=data).stdout
+        return out.decode().strip()
+
+    def smudge(self, path: str, oid: str) -> bytes:
+        """What `git checkout` writes at `path` for blob `oid`."""
+        return run_git(["cat-file", "--filters", f"--path={path}", oid], git_dir=self.git_dir,
+                       work_tree=self.root).stdout
+
+
+def conversion(repo: pygit2.Repository, root: Path, git_dir: Path, stat_index: Path
+               ) -> Conversion | None:
+    """The repository's Conversion when git converts content on the way in, else None
+    (the bytes on disk are the blob: no process needed)."""
+    if needs_git_filters(repo, converting_attributes(root, git_dir, stat_index)) is None:
+        return None
+    return Conversion(git_dir, root)

@@ -29,12 +29,13 @@ def input_hash(tool_input: Any) -> str:
     return "sha256:" + hashlib.sha256(durable.canonical_json(tool_input)).hexdigest()
 
 
-# (session id, tool name, input hash): what the replay check looks calls up by.
+# (session id, tool name, replay identity): what the replay check looks calls up by. The
+# identity is the input hash, or the input with the state it acts on (replay_state.py).
 RunKey = tuple[str, str, str]
 
 
 def run_key(entry: ToolLedgerEntry) -> RunKey:
-    return entry.session_id, entry.tool_name, entry.input_hash
+    return entry.session_id, entry.tool_name, entry.replay_key or entry.input_hash
 
 
 @dataclass

@@ -100,6 +100,9 @@ class ToolDefinition(Versioned):
     # argv template filled from the call's input and result: ["gh", "issue", "close", "{number}"]
     compensation: tuple[str, ...] | None = None
     cannot_undo: str | None = None
+    # The state a call of this tool acts on, part of its replay identity (replay_state.py):
+    # ["file:package.json", "git:HEAD"].
+    replay_key: tuple[str, ...] | None = None
 
 
 class FilePatchEntry(Versioned):
@@ -140,6 +143,10 @@ class ToolLedgerEntry(Versioned):
     compensates: str | None = None
     replay_of: str | None = None
     note: str | None = None
+    # The replay identity when the state the call acts on is part of it (a `git push`'s
+    # commits, a tool's declared replayKey): hash of the input and that state. None: the
+    # input hash alone (ledger.run_key).
+    replay_key: str | None = None
 
 
 class RollbackFiles(Record):

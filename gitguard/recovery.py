@@ -15,7 +15,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, clock, faults, ledger, recovery_note, sessions, trace
+from gitguard import (
+    checkpoints,
+    clock,
+    faults,
+    ledger,
+    recovery_note,
+    sessions,
+    timeline,
+    trace,
+)
+from gitguard import conflicts as conflict_store
 from gitguard import messages as message_store
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
 from gitguard.models import ToolLedgerEntry
@@ -32,13 +42,12 @@ from gitguard.recovery_scan import (
 )
 from gitguard.replay import Verdict, blocks, verdict
 from gitguard.snapshot import TreeResult
+from gitguard.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
 
 INTERRUPTED = "interrupted: found started after a crash; its outcome is unknown"
-NEVER_STARTED = "interrupted before the tool started; it did not run"
-OPEN_STATUSES = ("planned", "approved", "started")
 
 
 def never_started(entry: ToolLedgerEntry) -> bool:
@@ -230,26 +239,26 @@ def _resume_checkpoint(g: Guard, state: ledger.LedgerState, index: checkpoints.I
 def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice,
             check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
     """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
-    horizon = choice.horizon_seq
     first_seq = state.first_seq
+    last_step, horizon = last_completed(entries, first_seq, choice.saved)
     # One pass over the session's calls (10,000 after a long run) for what every call adds.
     calls: list[ToolLedgerEntry] = []
     uncertain: list[str] = []
     blocking: list[ToolLedgerEntry] = []
+    before = 0          # finished calls before the last completed step: not in the note
     for e in entries:
         status = e.status
         if status == "uncertain":
             calls.append(e)
             uncertain.append(e.call_id)
-        elif status not in OPEN_STATUSES and (
-                horizon is None or first_seq.get(e.call_id, 0) > horizon):
-            calls.append(e)
+        elif status not in OPEN_STATUSES:
+            if horizon is None or first_seq.get(e.call_id, 0) > horizon:
+                calls.append(e)
+            else:
+                before += 1
         if blocks(e):
             blocking.append(e)
     found = choice.checkpoint
-    last_step = _last_finished_step(entries)
-    if last_step is None and found is not None:
-        last_step = found.step_id
     do_not_repeat = tuple(CallView.of(e) for e in blocking)
     shown = tuple(CallView.of(e) for e in _cap_finished(calls))
     facts = recovery_note.NoteFacts(
@@ -261,25 +270,15 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
         head_then=check.head_then, head_now=check.head_now, branch_then=check.branch_then,
         branch_now=check.branch_now,
         skipped=[(s.label, f"it {s.reason}") for s in choice.all_skipped],
-        earlier_finished=len(calls) - len(shown))
+        earlier_finished=before + len(calls) - len(shown))
     # The JSON carries what the note tells, so its size does not grow with the ledger.
     return ResumeResult(
         session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
-        calls=shown, earlier_calls=len(calls) - len(shown),
+        calls=shown, earlier_calls=before + len(calls) - len(shown),
         uncertain=tuple(uncertain),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=message_store.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
-
-
-def _last_finished_step(entries: list[ToolLedgerEntry]) -> str | None:
-    """The step of the newest finished call; gitguard's own entries (a rollback, a conflict
-    resolution) are not the agent's steps. From the end: it is nearly always the last."""
-    for e in reversed(entries):
-        if (e.status in ("succeeded", "failed") and not never_started(e)
-                and not e.tool_name.startswith("gitguard.")):
-            return e.step_id
-    return None
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
@@ -309,9 +308,20 @@ def reconcile(g: Guard, call_id: str, status: str, note: str | None = None) -> T
             "status": status, "finished_at": clock.stamp(), "note": said,
             "error_summary": said if status == "failed" else entry.error_summary})
         ledger.append_entries(g.store, state, [settled])
+        _reword_conflicts(g, entry, status)
         trace.emit(g.store, "recovery", "recovery.reconcile", session_id=entry.session_id,
                    callId=call_id, status=status, note=said)
     return settled
+
+
+def _reword_conflicts(g: Guard, entry: ToolLedgerEntry, status: str) -> None:
+    """Pending conflicts that blame this call for never finishing say how it was settled
+    (they stay conflicts: what it wrote was never recorded)."""
+    old = timeline.interrupted_reason(entry.call_id, entry.status)
+    new = timeline.interrupted_reason(entry.call_id, status)
+    stale = [c.model_copy(update={"reason": new}) for c in conflict_store.read(g.store)
+             if c.resolution == "pending" and c.call_id == entry.call_id and c.reason == old]
+    conflict_store.record(g.store, stale)
 
 
 @dataclass(frozen=True)

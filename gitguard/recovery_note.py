@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gitguard.attribution import owner_words
+
 MAX_FINISHED = 20
 MAX_CHANGED = 20
 MAX_DO_NOT_REPEAT = 30
@@ -116,14 +118,8 @@ def _workspace_lines(facts: NoteFacts) -> list[str]:
         lines.append(f"The branch changed since the checkpoint: {facts.branch_then or '(detached)'}"
                      f" -> {facts.branch_now or '(detached)'}.")
     if facts.changed:
-        shown = []
-        for change in facts.changed[:MAX_CHANGED]:
-            if change.owner == "user":
-                shown.append(f"{change.path} by the user")
-            elif change.confidence == "ambiguous":
-                shown.append(f"{change.path} by {change.owner} or the user (ambiguous)")
-            else:
-                shown.append(f"{change.path} by {change.owner}")
+        shown = [f"{change.path} by {owner_words(change.owner, change.confidence)}"
+                 for change in facts.changed[:MAX_CHANGED]]
         more = len(facts.changed) - MAX_CHANGED
         lines.append("Changed since the checkpoint: " + "; ".join(shown)
                      + (f"; and {more} more" if more > 0 else "") + ".")

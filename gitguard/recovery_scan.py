@@ -55,6 +55,7 @@ class Choice:
     skipped: tuple[Skipped, ...]
     horizon_seq: int | None      # ledgerSeq of the newest usable manual checkpoint, if any
     incomplete: tuple[Skipped, ...] = ()
+    saved: Checkpoint | None = None   # that manual checkpoint: where the agent saved its state
 
     @property
     def all_skipped(self) -> tuple[Skipped, ...]:
@@ -166,8 +167,9 @@ def choose(store: Store, snap: Snapshotter, index: checkpoints.Index, session_id
             raise CorruptRecord(f"checkpoint {wanted} cannot be used: it {reason}",
                                 "omit --checkpoint to use the newest complete one; "
                                 "`gitguard verify` lists the damage")
+        saved = _saved(store, snap, index, row.session_id, found)
         return Choice(found, "requested with --checkpoint", tuple(skipped),
-                      _horizon(store, snap, index, row.session_id, found))
+                      saved.ledger_seq if saved else None, saved=saved)
     chosen: Checkpoint | None = None
     for row in reversed(index.rows):
         if row.session_id != session_id or row.kind == "resume":
@@ -185,22 +187,23 @@ def choose(store: Store, snap: Snapshotter, index: checkpoints.Index, session_id
     step = f", {chosen.step_id}" if chosen.step_id else ""
     why = (f"the newest complete checkpoint of session {session_id} ({what}{step})"
            + (f"; {len(skipped)} newer one(s) skipped" if skipped else ""))
-    return Choice(chosen, why, tuple(skipped), _horizon(store, snap, index, session_id, chosen))
+    saved = _saved(store, snap, index, session_id, chosen)
+    return Choice(chosen, why, tuple(skipped), saved.ledger_seq if saved else None, saved=saved)
 
 
-def _horizon(store: Store, snap: Snapshotter, index: checkpoints.Index, session_id: str,
-             chosen: Checkpoint) -> int | None:
-    """Ledger position of the newest manual checkpoint at or before `chosen`: where the
-    agent last saved its own state, so the calls after it are what the agent must be told."""
+def _saved(store: Store, snap: Snapshotter, index: checkpoints.Index, session_id: str,
+           chosen: Checkpoint) -> Checkpoint | None:
+    """The newest manual checkpoint at or before `chosen`: where the agent last saved its
+    own state, so the calls after it are what the agent must be told."""
     if chosen.kind == "manual":
-        return chosen.ledger_seq
+        return chosen
     seen = False
     for row in reversed(index.rows):
         seen = seen or row.checkpoint_id == chosen.checkpoint_id
         if seen and row.session_id == session_id and row.kind == "manual":
             found, _ = usable(store, snap, row)
             if found is not None:
-                return found.ledger_seq
+                return found
     return None
 
 
@@ -276,7 +279,15 @@ def check_workspace(snap: Snapshotter, state: LedgerState, index: checkpoints.In
     writes = _last_writes(entries)
     # A call still open when the checkpoint was taken may have written anything since. A
     # window closed by a checkpoint `gitguard gc` has pruned closed long before this one.
-    in_flight = [e.call_id for e in entries if e.status in ("started", "uncertain")
+    # One reconciled after resume closed its window still never recorded what it wrote
+    # (`status` reads it the same way).
+    def blind(e: ToolLedgerEntry) -> bool:
+        end = position.get(e.post_checkpoint_id or "")
+        return e.status in ("started", "uncertain") or (
+            e.status in ("succeeded", "failed") and end is not None
+            and index.rows[end].kind == "resume")
+
+    in_flight = [e.call_id for e in entries if blind(e)
                  and (e.post_checkpoint_id is None
                       or position.get(e.post_checkpoint_id, -1) >= here)]
     suspect = in_flight[-1] if in_flight else None

@@ -25,6 +25,7 @@ from gitguard import (
     clock,
     conflicts,
     fileops,
+    gitfilters,
     ledger,
     remote,
     timeline,
@@ -238,11 +239,24 @@ def _plain(root: Path, path: str, plain_dirs: dict[str, bool],
 
 @dataclass
 class Facts:
-    """What planning read: the ledger, each candidate's history and its state now."""
+    """What planning read: the ledger, each candidate's history and its state now.
+
+    Where git converts content (eol rules, filters), `items` compare git's form of each
+    file (what a snapshot stores), `on_disk` keeps the bytes' own state of the paths whose
+    forms differ (what the last check before a write finds) and `conversion` makes the
+    working-tree form of what is written back.
+    """
 
     state: ledger.LedgerState
     observed: dict[str, Observed]
     items: dict[str, PathHistory]
+    on_disk: dict[str, FileState] = field(default_factory=dict)
+    conversion: gitfilters.Conversion | None = None
+
+    def now(self) -> dict[str, FileState | None]:
+        """Each path's state now as git stores it (the safety checkpoint's content)."""
+        return {p: self.items[p].now if p in self.on_disk else seen.state
+                for p, seen in self.observed.items()}
 
 
 def gather(g: Guard, target: Checkpoint, store_blobs: bool,
@@ -275,8 +289,36 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
             cache[tree, path] = treeedit.lookup(repo, parsed[tree], path)
         return cache[tree, path]
 
-    items = {p: timeline.history(line, p, lookup, _now(seen)) for p, seen in observed.items()}
-    return Facts(state, observed, items)
+    convert = (gitfilters.conversion(repo, root, g.ws.git_dir, g.snap.scan_index())
+               if g.ws.is_git else None)
+    now = {p: _now(seen) for p, seen in observed.items()}
+    on_disk: dict[str, FileState] = {}
+    if convert is not None:
+        for path, seen in observed.items():
+            clean = _git_form(convert, root, seen, store_blobs)
+            if seen.state is not None and clean is not None and clean != seen.state:
+                on_disk[path], now[path] = seen.state, clean
+    items = {p: timeline.history(line, p, lookup, now[p]) for p in observed}
+    return Facts(state, observed, items, on_disk, convert)
+
+
+def _git_form(convert: gitfilters.Conversion, root: Path, seen: Observed,
+              store: bool) -> FileState | None:
+    """A regular file's state as `git add` would store it, from the bytes observed; None
+    when it is not a regular file or changed since it was hashed (then its own bytes are
+    compared, which can only make it a conflict, never an overwrite)."""
+    if seen.kind != "file" or seen.state is None:
+        return None
+    if seen.seen is not None:
+        data = seen.seen.data
+    else:
+        try:
+            data = (root / seen.path).read_bytes()
+        except OSError:
+            return None
+        if str(pygit2.hash(data)) != seen.state.oid:
+            return None
+    return FileState(convert.clean(seen.path, data, store), seen.state.mode)
 
 
 def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
@@ -288,7 +330,7 @@ def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     for path, reason in blocked.items():
         plan.conflicts.append(conflict_for(facts.items[path], target, reason,
                                            _now(facts.observed[path])))
-    plan.steps = [s for s in plan.steps if s.path not in blocked]
+    plan.steps = [_worktree_form(facts, s) for s in plan.steps if s.path not in blocked]
     return plan
 
 
@@ -324,6 +366,20 @@ def left_out(g: Guard, index: checkpoints.Index, target: Checkpoint) -> list[tup
             if path not in before and os.path.lexists(g.ws.root / path.rstrip("/"))]
 
 
+def _worktree_form(facts: Facts, step: Step) -> Step:
+    """A step whose check and write are in working-tree form: it expects the bytes on
+    disk and writes the target as `git checkout` would (eol rules, smudge filters)."""
+    if facts.conversion is None:
+        return step
+    expected = facts.on_disk.get(step.path, step.expected)
+    data = step.data
+    if step.target is not None and step.target.mode != fileops.LINK and data is None:
+        data = facts.conversion.smudge(step.path, step.target.oid)
+        if str(pygit2.hash(data)) == step.target.oid:
+            data = None      # the blob's own bytes: written from the object store as usual
+    return Step(step.path, expected, step.target, step.call_id, data)
+
+
 def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
     """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
     started_clock = time.perf_counter()
@@ -355,7 +411,7 @@ def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Resul
         apply(g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
               id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
               tool_input={"to": checkpoint_id}, steps=plan.steps,
-              now={p: o.state for p, o in facts.observed.items()}, index=index,
+              now=facts.now(), index=index,
               base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
               action=recorded)
         if result.applied is not None:

@@ -46,6 +46,7 @@ class Window:
     # recorded patches (path, before, after) say what it changed.
     coarse: bool = False
     patches: tuple[tuple[str, FileState | None, FileState | None], ...] = ()
+    status: str = ""            # the call's ledger status (a reconciled one is settled)
 
     def confidence(self, path: str, after: FileState | None) -> Confidence:
         if self.ended:
@@ -53,6 +54,21 @@ class Window:
         if self.planned is not None and path in self.planned and self.planned[path] == after:
             return "exact"
         return "unknown"   # it never finished: a user edit since cannot be told apart
+
+    def unsettled(self) -> str:
+        """Why a change in this unfinished window cannot be told apart from a later edit."""
+        return interrupted_reason(self.call_id, self.status)
+
+
+def interrupted_reason(call_id: str, status: str) -> str:
+    """A conflict's reason for a path a call changed without ever finishing. It follows
+    `reconcile`: settled, the call's outcome is known, but what it wrote never was."""
+    if status in ("succeeded", "failed"):
+        return (f"it changed while {call_id} was running; {call_id} was interrupted and "
+                f"reconciled as {status}, but what it wrote was never recorded: a later "
+                "edit cannot be told apart")
+    return (f"it changed while {call_id} was running, and {call_id} never finished: a later "
+            "edit cannot be told apart")
 
 
 @dataclass(frozen=True)
@@ -166,7 +182,7 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             None if ended else planned(entry), coarse,
             tuple((p.path, _state(p.before_hash, p.before_mode),
                    _state(p.after_hash, p.after_mode)) for p in entry.file_patches)
-            if coarse else ()))
+            if coarse else (), entry.status))
     return timeline
 
 
@@ -209,8 +225,10 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
         elif window.coarse and window.ended:
             changes.append(timeline.across_pruned(window, path, start, end, before, after))
         else:
-            changes.append(Change(before, after, window.call_id,
-                                  window.confidence(path, after), window.patch_ref, end))
+            confidence = window.confidence(path, after)
+            changes.append(Change(before, after, window.call_id, confidence, window.patch_ref,
+                                  end, why=window.unsettled() if confidence == "unknown"
+                                  and not window.ended else None))
     return PathHistory(path, states[0][1], now, tuple(changes))
 
 
@@ -238,14 +256,28 @@ def _moment(stamp: str) -> datetime:
 
 
 def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution]) -> str | None:
-    """Why someone other than an agent call touched this path after `since`, or None."""
+    """Why someone other than an agent call touched this path after `since`, or None.
+
+    A file holding exactly the bytes the last agent change left is that call's, whatever
+    moved it in between (`git stash` and `stash pop`, a checkout and a restore): what
+    happened after that change (in the checkpoints, in the watcher's records newer than
+    the call's own) ended where the agent left it, so no one else's work is there now.
+    """
+    records = list(records)
+    last = item.last_agent_change()
+    changes: Sequence[Change] = item.changes
+    settled: datetime | None = None
+    if last is not None and item.now == last.after and last.why is None and \
+            last.confidence not in ("ambiguous", "unknown"):
+        changes = changes[:changes.index(last) + 1]
+        own = [_moment(r.at) for r in records if r.path == item.path and r.owner == last.owner]
+        settled = max(own) if own else None
     last_call: str | None = None
-    for change in item.changes:
+    for change in changes:
         if change.owner != USER and change.why is not None:
             return change.why
         if change.owner != USER and change.confidence in ("ambiguous", "unknown"):
-            return (f"it changed while {change.owner} was running, and {change.owner} never "
-                    "finished: a later edit cannot be told apart")
+            return interrupted_reason(change.owner, "")
         if change.owner != USER:
             last_call = change.owner
         elif last_call is not None:
@@ -256,6 +288,8 @@ def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution])
     for record in records:
         if record.path != item.path or _moment(record.at) <= start:
             continue
+        if settled is not None and _moment(record.at) > settled:
+            continue        # after the call's own record, and it holds the call's bytes again
         if record.owner == USER:
             return f"the watcher saw the user change it at {record.at}"
         if record.confidence in ("ambiguous", "unknown"):

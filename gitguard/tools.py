@@ -47,6 +47,14 @@ def _policy(definition: ToolDefinition, table: Mapping[str, Any]) -> ToolPolicy:
     )
 
 
+def declared_replay_key(settings: Settings, tool: str) -> tuple[str, ...] | None:
+    """The `replayKey` of the config table that governs `tool` (as classification picks it)."""
+    from gitguard.classify import matching
+
+    pattern = matching(settings.tools, tool)
+    return None if pattern is None else definitions(settings)[pattern].replay_key
+
+
 def classify(settings: Settings, tool: str, tool_input: Mapping[str, Any]) -> Classification:
     from gitguard.classify import classify_call
 

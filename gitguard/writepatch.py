@@ -34,7 +34,10 @@ def known_contents(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | Non
     """Blob contents by id already in hand (what the plan read, what will be written), so
     the patch reads none of them back from the object store."""
     known = {s.state.oid: s.data for s in (seen or {}).values()}
-    known.update((s.target.oid, content[s.path]) for s in steps if s.target is not None)
+    # A step's own bytes are its blob's unless git converts them on the way out (then the
+    # working-tree form is written and the blob is read from the store for the patch).
+    known.update((s.target.oid, content[s.path]) for s in steps if s.target is not None
+                 and (s.data is None or str(pygit2.hash(s.data)) == s.target.oid))
     return known
 
 

@@ -214,7 +214,10 @@ def test_a_killed_daemon_is_recovered_and_its_downtime_is_unknown(repo: Path) ->
         assert found["down.txt"] == ("user", "unknown")
         status_json = json.loads(gg(repo, "status", "--json").stdout)
         by_path = {d["path"]: d["confidence"] for d in status_json["dirty"]}
-        assert by_path["down.txt"] == "unknown"
+        # Nobody watched, but the Read call begun meanwhile never ended: a change inside
+        # an unfinished call's window is ambiguous (DESIGN.md, Attribution), in status as
+        # in resume, daemon or not; the watcher's own record above stays `unknown`.
+        assert by_path["down.txt"] == "ambiguous"
 
 
 def test_calls_from_many_processes_are_serialized(repo: Path) -> None:

@@ -41,7 +41,7 @@ Skipped checkpoint file checkpoints/incomplete/ckpt_20260101_004.json: it is inc
 Last completed step: step_2.
 HEAD moved since the checkpoint: aaaaaaaaaaaa -> bbbbbbbbbbbb.
 The branch changed since the checkpoint: main -> (detached).
-Changed since the checkpoint: notes.md by the user; src/app.py by call_3; out.txt by call_4 or the user (ambiguous).
+Changed since the checkpoint: notes.md by the user; src/app.py by call_3 (exact); out.txt by call_4 or the user (ambiguous).
 Conflict: src/app.py no longer holds what call_2 wrote; decide whether to keep the current content before continuing on it.
 Tool Write(call_2) ran `src/app.py`: succeeded.
 Do not repeat: nothing.

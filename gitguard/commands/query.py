@@ -5,6 +5,7 @@ import sys
 import click
 
 from gitguard import verify as verify_mod
+from gitguard.attribution import owner_words
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
 from gitguard.integrations import baselines
@@ -37,7 +38,7 @@ def status(ctx: Ctx, as_json: bool) -> None:
         click.echo(f"session {found.session or '(none open)'}; {found.calls} call(s), "
                    f"{found.checkpoints} checkpoint(s)")
         for d in found.dirty:
-            click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
+            click.echo(f"  {d.change} {d.path}  by {owner_words(d.owner, d.confidence)}")
         for path in found.skipped:
             why = "dependency or build directory" if path.endswith("/") else "over the size cap"
             click.echo(f"  skipped ({why}): {path}")

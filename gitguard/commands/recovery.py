@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import click
 
+from gitguard.attribution import owner_words
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import EXIT_CONFLICTS
 
@@ -41,6 +42,10 @@ def explain(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
     Example: gitguard explain --json
     """
     found = ctx.guard.explain(session_id)
+    value = found.to_json()
+    # The paths changed now, with their owners as `status` names them.
+    dirty = ctx.guard.status().dirty if found.session_id is not None else []
+    value["changed"] = [d.to_json() for d in dirty]
 
     def human() -> None:
         if found.session_id is None:
@@ -58,8 +63,10 @@ def explain(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
             click.echo(f"resume would use {target}: {choice.why}")
             for skipped in choice.all_skipped:
                 click.echo(f"  skipped {skipped.label}: it {skipped.reason}")
+        for d in dirty:
+            click.echo(f"changed {d.path} by {owner_words(d.owner, d.confidence)}")
 
-    emit(found.to_json(), as_json, human)
+    emit(value, as_json, human)
 
 
 @click.command()

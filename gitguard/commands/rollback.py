@@ -133,8 +133,17 @@ def conflicts(click_ctx: click.Context, ctx: Ctx, as_json: bool) -> None:
     def human() -> None:
         if not items:
             click.echo("no conflicts")
+            return
+        from gitguard.attribution import owner_words
+
+        # Who changed it now, in the words `status`, `resume` and `explain` use for it.
+        owners = {d.path: owner_words(d.owner, d.confidence)
+                  for d in ctx.guard.status().dirty} if any(
+                      c.resolution == "pending" for c in items) else {}
         for c in items:
-            click.echo(f"{c.resolution:<12} {c.path}  ({c.reason}; checkpoint {c.checkpoint_id})")
+            now = f"now by {owners[c.path]}; " if c.path in owners else ""
+            click.echo(f"{c.resolution:<12} {c.path}  ({now}{c.reason}; "
+                       f"checkpoint {c.checkpoint_id})")
 
     emit([c.to_json() for c in items], as_json, human)
 

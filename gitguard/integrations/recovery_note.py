@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gitguard import checkpoints, ledger
 from gitguard.integrations import hooklog
 from gitguard.models import ToolLedgerEntry
+from gitguard.steps import interrupted, last_completed
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -81,12 +82,18 @@ def ledger_note(guard: Guard, session_id: str | None) -> str:
     row = checkpoints.read_index(guard.store).latest(session_id)
     if row is not None:
         lines.append(f"Checkpoint: {row.checkpoint_id}")
-    finished = [e for e in mine if e.status in ("succeeded", "failed")]
-    if finished:
-        lines.append(f"Last completed step: {finished[-1].step_id}.")
+    state = ledger.read(guard.store)
+    step, since = last_completed(mine, state.first_seq, None)
+    if step is not None:
+        lines.append(f"Last completed step: {step}.")
     do_not_repeat: list[str] = []
     details: list[str] = []
     for entry in mine:
+        if since is not None and state.first_seq.get(entry.call_id, 0) <= since and \
+                not interrupted(entry):
+            if not _repeatable(entry):
+                do_not_repeat.append(_label(entry))
+            continue          # before the last completed step: `gitguard explain` lists it
         ran = f"`{entry.summary}`" if entry.summary else "its input"
         if entry.status in ("started", "uncertain", "planned", "approved"):
             safe = "it is idempotent" if _repeatable(entry) else (
