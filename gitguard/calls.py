@@ -206,6 +206,24 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
     return finished
 
 
+def close_unrun(g: Guard, call_id: str, why: str) -> ToolLedgerEntry:
+    """End a started call that never ran (its PreToolUse came, then a denial): `failed`,
+    with no snapshot and an empty window (post checkpoint = pre checkpoint), so it owns
+    nothing and whatever changed meanwhile stays the user's (replay.never_ran)."""
+    with g.store.writing():
+        state = ledger.read(g.store)
+        entry = state.get(call_id)
+        ledger.check_transition(entry, "failed", call_id)
+        closed = entry.model_copy(update={
+            "status": "failed", "finished_at": clock.stamp(),
+            "post_checkpoint_id": entry.pre_checkpoint_id, "error_summary": why[:300],
+            "note": "the tool never ran"})
+        ledger.append_entries(g.store, state, [closed])
+        trace.emit(g.store, "tool", "tool.never_ran", session_id=entry.session_id,
+                   callId=call_id, reason=why)
+    return closed
+
+
 def _stored_input(g: Guard, entry: ToolLedgerEntry) -> dict[str, Any] | None:
     """The call's stored input (redaction keeps its keys); None when it cannot be read,
     and the end snapshot is then a full scan."""
