@@ -65,12 +65,26 @@ def handle(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     if handler is None:
         return {}
     try:
-        return handler(guard, payload)
+        answer = handler(guard, payload)
     except Exception as exc:  # the agent must keep working whatever gitguard's state
         where = hooklog.log_failure(guard.store.root, f"claude-code {event}", exc)
         what = exc.message if isinstance(exc, GitguardError) else f"{type(exc).__name__}: {exc}"
         return {"systemMessage": f"gitguard: the {event} hook failed ({what}); the tool call "
                                  f"was not blocked. Details: {where}"}
+    return for_codex(answer) if agent_of(payload) == "codex" else answer
+
+
+def for_codex(answer: Answer) -> Answer:
+    """Codex treats `ask` (and fields it does not know) as a failed hook and runs the tool:
+    a refusal goes to it as `deny`, with the reason."""
+    specific = answer.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "ask":
+        reason = str(specific.get("permissionDecisionReason") or "")
+        return {**answer, "hookSpecificOutput": {
+            **specific, "permissionDecision": "deny",
+            "permissionDecisionReason": reason + " Codex cannot ask the user from a hook: "
+            "if running it again is safe, ask the user to approve it."}}
+    return answer
 
 
 def agent_of(payload: Mapping[str, Any]) -> str:
@@ -108,8 +122,9 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> l
     key = PATH_KEYS.get(tool)
     if key and isinstance(tool_input.get(key), str):
         raw.append(tool_input[key])
-    if tool == "apply_patch":  # Codex: the patch text names its files
-        text = tool_input.get("input") or tool_input.get("patch") or ""
+    if tool == "apply_patch":  # Codex: the patch text (tool_input.command) names its files
+        text = (tool_input.get("command") or tool_input.get("input")
+                or tool_input.get("patch") or "")
         raw += _PATCH_PATHS.findall(text) if isinstance(text, str) else []
     found: list[str] = []
     for path in raw:
@@ -170,7 +185,36 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
 
 def _post_success(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     response = payload.get("tool_response")
-    return _post_tool_use(guard, payload, "succeeded", durable.canonical_json(response))
+    result = durable.canonical_json(response)
+    failed = codex_failure(payload) if agent_of(payload) == "codex" else None
+    if failed is not None:
+        return _post_tool_use(guard, payload, "failed", f"{failed}\n".encode() + result)
+    return _post_tool_use(guard, payload, "succeeded", result)
+
+
+def codex_failure(payload: Mapping[str, Any]) -> str | None:
+    """Why a Codex call failed, or None. Codex sends only PostToolUse; for a command its
+    `tool_response` is the output text, so the exit code comes from a structured response
+    when there is one, else from the rollout file (`transcript_path`) Codex writes."""
+    response = payload.get("tool_response")
+    if isinstance(response, Mapping):
+        for key in ("exit_code", "exitCode"):
+            code = response.get(key)
+            if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+                return f"exited with code {code}"
+        if response.get("success") is False:
+            return "the tool reported failure"
+        status = response.get("status")
+        if isinstance(status, str) and status.lower() in ("failed", "failure", "error",
+                                                          "declined", "rejected"):
+            return f"the tool reported status {status}"
+        return None
+    call_id = payload.get("tool_use_id")
+    code = transcript.exit_code(_transcript(payload), call_id) \
+        if isinstance(call_id, str) and call_id else None
+    if code is None and isinstance(response, str):
+        code = transcript.exit_code_in_text(response)
+    return f"exited with code {code}" if code is not None and code != 0 else None
 
 
 def _post_failure(guard: Guard, payload: Mapping[str, Any]) -> Answer:
