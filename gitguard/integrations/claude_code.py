@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import calls, durable, ledger, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
-from gitguard.integrations import dangling, hooklog, transcript
+from gitguard.integrations import dangling, hooklog, reach, transcript
 from gitguard.models import TERMINAL
 from gitguard.workspace import safe_relpath
 
@@ -65,6 +65,7 @@ def handle(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     if handler is None:
         return {}
     try:
+        reach.note(guard.store.root, agent_of(payload))
         answer = handler(guard, payload)
     except Exception as exc:  # the agent must keep working whatever gitguard's state
         where = hooklog.log_failure(guard.store.root, f"claude-code {event}", exc)
@@ -88,7 +89,13 @@ def for_codex(answer: Answer) -> Answer:
 
 
 def agent_of(payload: Mapping[str, Any]) -> str:
-    return "codex" if "turn_id" in payload else "claude-code"
+    """Codex sends a `turn_id` with its turn events; its SessionStart has none, but its
+    transcript is a rollout file (`.../rollout-<time>-<thread id>.jsonl`)."""
+    if "turn_id" in payload:
+        return "codex"
+    path = payload.get("transcript_path")
+    name = path.replace("\\", "/").rsplit("/", 1)[-1] if isinstance(path, str) else ""
+    return "codex" if name.startswith("rollout-") else "claude-code"
 
 
 def session_of(payload: Mapping[str, Any]) -> str | None:
