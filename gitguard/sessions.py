@@ -63,7 +63,7 @@ def lineage(store: Store, session: Session) -> tuple[str, ...]:
         return (session.session_id,)
     known = {s.session_id: s for s in read(store)}
     chain = [session.session_id]
-    parent = session.parent_id
+    parent: str | None = session.parent_id
     while parent is not None and parent not in chain:
         chain.append(parent)
         found = known.get(parent)
