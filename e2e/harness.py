@@ -207,16 +207,38 @@ class Run:
         return out
 
 
-def _spawn(repo: Repo, argv: list[str], *, extra_env: dict[str, str] | None,
-           until: Callable[[], bool] | None, timeout: float) -> tuple[Run, subprocess.Popen[str]]:
-    env = {**repo.env, **(extra_env or {})}
-    proc = subprocess.Popen(argv, cwd=repo.root, env=env, text=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+@dataclass
+class Live:
+    """A CLI still running: `finish()` waits for it and returns its Run."""
+
+    run: Run
+    proc: subprocess.Popen[str]
+    threads: tuple[threading.Thread, threading.Thread]
+    err: list[str]
+    mode: str
+
+    def finish(self, timeout: float = 180) -> Run:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for t in self.threads:
+            t.join(10)
+        self.run.returncode = self.proc.returncode
+        self.run.stderr = "".join(self.err)
+        HOOK_LATENCY.extend((self.mode, ev, ms) for ev, ms in self.run.hook_latencies())
+        return self.run
+
+
+def start(repo: Repo, argv: list[str]) -> Live:
+    proc = subprocess.Popen(argv, cwd=repo.root, env=repo.env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     run = Run(argv, None, [], [], "")
     err: list[str] = []
-    t_err = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
-    t_err.start()
+    t_err = threading.Thread(target=lambda: err.append(proc.stderr.read()),  # type: ignore[union-attr]
+                             daemon=True)
 
     def read_out() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -230,24 +252,22 @@ def _spawn(repo: Repo, argv: list[str], *, extra_env: dict[str, str] | None,
                 run.stamps.append(at)
 
     t_out = threading.Thread(target=read_out, daemon=True)
+    t_err.start()
     t_out.start()
+    return Live(run, proc, (t_out, t_err), err, repo.mode)
+
+
+def _spawn(repo: Repo, argv: list[str], *, until: Callable[[], bool] | None,
+           timeout: float) -> tuple[Run, subprocess.Popen[str]]:
+    live = start(repo, argv)
+    if until is None:
+        return live.finish(timeout), live.proc
     deadline = time.monotonic() + timeout
-    if until is not None:
-        while not until():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        return run, proc
-    try:
-        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    t_out.join(10)
-    t_err.join(10)
-    run.returncode = proc.returncode
-    run.stderr = "".join(err)
-    return run, proc
+    while not until():
+        if live.proc.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return live.run, live.proc
 
 
 def kill9(proc: subprocess.Popen[str]) -> None:
@@ -269,16 +289,19 @@ def script_prompt(words: str, script: list[dict[str, Any]]) -> str:
 def claude(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str,
            timeout: float = 180) -> Run:
     run, _ = _spawn(repo, claude_argv(script_prompt(words, script), *extra),
-                    extra_env=None, until=None, timeout=timeout)
-    HOOK_LATENCY.extend((repo.mode, ev, ms) for ev, ms in run.hook_latencies())
+                    until=None, timeout=timeout)
     return run
+
+
+def claude_start(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str) -> Live:
+    return start(repo, claude_argv(script_prompt(words, script), *extra))
 
 
 def claude_until(repo: Repo, words: str, script: list[dict[str, Any]],
                  until: Callable[[], bool], *extra: str,
                  timeout: float = 120) -> tuple[Run, subprocess.Popen[str]]:
     """Start claude and return once `until()` holds (the caller then kills it)."""
-    return _spawn(repo, claude_argv(script_prompt(words, script), *extra), extra_env=None,
+    return _spawn(repo, claude_argv(script_prompt(words, script), *extra),
                   until=until, timeout=timeout)
 
 
@@ -328,7 +351,7 @@ def codex_argv(prompt: str, *extra: str, resume: str | None = None) -> list[str]
 def codex(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str,
           resume: str | None = None, timeout: float = 180) -> Run:
     run, _ = _spawn(repo, codex_argv(script_prompt(words, script), *extra, resume=resume),
-                    extra_env=None, until=None, timeout=timeout)
+                    until=None, timeout=timeout)
     return run
 
 

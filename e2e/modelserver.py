@@ -9,7 +9,8 @@ holds a line `gg-script: [STEP, ...]` (JSON). The reply is chosen from the conve
 state, never from request order: find the newest user prompt holding a script, count the
 tool results that came after it, and answer with that step. A step is
 `{"text": "..."}` (end of turn) or `{"tools": [{"name": ..., "input": {...}}, ...]}`
-(one or more tool calls in one turn). A step may be `{"if_last_result_contains": S,
+(one or more tool calls in one turn); `"pause": NAME` in a step holds the reply until the
+test releases it (the user edits files while the model "thinks"). A step may be `{"if_last_result_contains": S,
 "then": STEP, "else": STEP}`, decided by the last tool result's content. Past the end
 of the script the model says `done`.
 
@@ -142,6 +143,7 @@ class Server:
     def __init__(self) -> None:
         self.requests: list[Record] = []
         self.counters: dict[str, int] = {}
+        self._pauses: dict[str, tuple[threading.Event, threading.Event]] = {}
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
@@ -172,6 +174,24 @@ class Server:
     def record(self, rec: Record) -> None:
         with self._lock:
             self.requests.append(rec)
+
+    def _pause(self, name: str) -> tuple[threading.Event, threading.Event]:
+        with self._lock:
+            return self._pauses.setdefault(name, (threading.Event(), threading.Event()))
+
+    def hold(self, name: str, timeout: float = 300.0) -> None:
+        """A step with `"pause": name` waits here before it is sent (the model thinking),
+        until the test calls `release(name)`."""
+        reached, released = self._pause(name)
+        reached.set()
+        released.wait(timeout)
+
+    def wait_paused(self, name: str, timeout: float = 120.0) -> None:
+        if not self._pause(name)[0].wait(timeout):
+            raise TimeoutError(f"the model never reached pause {name}")
+
+    def release(self, name: str) -> None:
+        self._pause(name)[1].set()
 
     def model_requests(self) -> list[Record]:
         """The requests that asked the model for a turn (they carry tools)."""
@@ -257,6 +277,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
         # --- Anthropic Messages ----------------------------------------------------------
         def _anthropic(self, body: dict[str, Any], rec: Record) -> None:
             step = choose(anthropic_turn(body)) if body.get("tools") else {"text": "ok"}
+            if "pause" in step:
+                server.hold(step["pause"])
             blocks: list[dict[str, Any]] = []
             if "tools" in step:
                 for tool in step["tools"]:
@@ -309,6 +331,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
         # --- OpenAI Responses --------------------------------------------------------------
         def _responses(self, body: dict[str, Any], rec: Record) -> None:
             step = choose(responses_turn(body)) if body.get("tools") else {"text": "ok"}
+            if "pause" in step:
+                server.hold(step["pause"])
             items: list[dict[str, Any]] = []
             if "tools" in step:
                 for tool in step["tools"]:
