@@ -325,7 +325,7 @@ def _codex_config(repo: Repo) -> None:
     codex_home = repo.home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
-        'model = "gpt-5-codex"\n'
+        'model = "gpt-5.5"\n'
         'model_provider = "scripted"\n'
         'approval_policy = "never"\n'
         'sandbox_mode = "danger-full-access"\n'
