@@ -103,3 +103,26 @@ def test_session_end_for_a_session_gitguard_never_saw_is_no_error(repo: Path) ->
     gg(repo, "session", "start", "--id", "mine")
     gg(repo, "session", "end")
     assert gg(repo, "session", "start", "--id", "mine").returncode == 0
+
+
+def test_a_fork_is_known_by_its_parents_calls_in_its_copied_history(
+        repo: Path, tmp_path: Path) -> None:
+    """Claude Code 2.1.3xx writes no `forkedFrom`: the fork's transcript starts with a copy
+    of the parent's messages, its tool_use ids included, under the fork's own id."""
+    _one_run(repo, "toolu_publish_1")
+    transcript = tmp_path / f"{FORK}.jsonl"
+    copied = {"type": "assistant", "sessionId": FORK, "uuid": "u2", "message": {
+        "role": "assistant", "content": [{"type": "tool_use", "id": "toolu_publish_1",
+                                          "name": "Bash", "input": PUBLISH}]}}
+    transcript.write_text(json.dumps(copied) + "\n")
+    denied = _publish(repo, "toolu_fork_publish", session=FORK,
+                      transcript_path=str(transcript))
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    # The parent resumed under its own id is no fork of itself.
+    own = tmp_path / f"{SESSION}.jsonl"
+    own.write_text(json.dumps({**copied, "sessionId": SESSION}) + "\n")
+    hook_cc(repo, payload("claude_code/session_start_resume.json", repo,
+                          transcript_path=str(own)))
+    sessions = {s["sessionId"]: s for s in
+                json.loads(gg(repo, "session", "list", "--json").stdout)}
+    assert (sessions[FORK]["parentId"], sessions[SESSION]["parentId"]) == (SESSION, None)

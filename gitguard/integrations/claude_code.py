@@ -237,17 +237,34 @@ def _transcript(payload: Mapping[str, Any]) -> str | None:
 
 
 def _link_fork(guard: Guard, payload: Mapping[str, Any]) -> str | None:
-    """Link a forked session (Claude Code's `--fork-session`: a new id whose transcript's
-    copied history names the parent) to its parent, once; the parent's id, if any."""
+    """Link a forked session (Claude Code's `--fork-session`: a new id whose transcript
+    starts with a copy of the parent's history) to its parent, once; the parent's id."""
     session_id = session_of(payload)
-    parent = _safe_id(payload.get("parent_session_id"), "sess") or \
-        _safe_id(transcript.fork_parent(_transcript(payload), payload.get("session_id")), "sess")
-    if session_id is None or parent is None or parent == session_id:
+    if session_id is None:
+        return None
+    path = _transcript(payload)
+    parent = (_safe_id(payload.get("parent_session_id"), "sess")
+              or _safe_id(transcript.fork_parent(path, payload.get("session_id")), "sess")
+              or _parent_by_calls(guard, path, session_id))
+    if parent is None or parent == session_id:
         return None
     mine = {s.session_id: s for s in guard.sessions()}.get(session_id)
     if mine is None or mine.parent_id is None or mine.ended_at is not None:
         guard.start_session(session_id, agent=agent_of(payload), parent_id=parent)
     return parent
+
+
+def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | None:
+    """The session that ledgered the first call of the transcript's history, when it is
+    another: the copied history of a fork. Stops at the first call gitguard knows."""
+    if path is None:
+        return None
+    entries = ledger.read(guard.store).entries
+    for tool_use_id in transcript.tool_use_ids(path):
+        entry = entries.get(_safe_id(tool_use_id, "tool") or "")
+        if entry is not None:
+            return entry.session_id if entry.session_id != session_id else None
+    return None
 
 
 def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:

@@ -1,8 +1,9 @@
 """What an agent's transcript says that its hook payloads do not.
 
 Claude Code's transcript (`transcript_path`, JSONL) holds each tool call's `tool_result`
-(its text, `is_error`), and a forked session's copied history carries
-`forkedFrom.sessionId`. Codex's rollout file (its `transcript_path`) records each
+(its text, `is_error`), and a forked session's transcript starts with a copy of its
+parent's history (with the parent's tool_use ids; some versions add
+`forkedFrom.sessionId`). Codex's rollout file (its `transcript_path`) records each
 command's end with its `exit_code`. Readers here never raise: an unreadable or
 unfamiliar transcript gives no evidence, and the caller stays cautious.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TAIL = 8 << 20          # the calls of one turn are near the end of the transcript
-HEAD = 64 << 10         # a fork's copied history starts the file
+HEAD = 256 << 10        # a fork's copied history starts the file
 INTERRUPTED = "[Request interrupted by user for tool use]"
 _EXIT_TEXT = re.compile(rb"(?:Process exited with code|Exit code:?) (-?\d+)")
 
@@ -66,6 +67,15 @@ def fork_parent(path: str | None, session_id: str | None) -> str | None:
         if isinstance(parent, str) and parent and parent != session_id:
             return parent
     return None
+
+
+def tool_use_ids(path: str | None) -> Iterator[str]:
+    """The ids of the tool calls at the head of a transcript, in order. A fork's transcript
+    starts with a copy of its parent's history, tool_use ids included (Claude Code 2.1)."""
+    for record in _records(_read(path, head=True), (b'"tool_use"',)):
+        for block in _content(record):
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                yield str(block["id"])
 
 
 def tool_results(path: str | None, call_ids: Iterable[str]) -> dict[str, ToolResult]:
