@@ -33,17 +33,22 @@ def _event(repo: Path, name: str, **changes: Any) -> dict[str, Any]:
     return payload(f"codex/{name}.json", repo, **changes)
 
 
-def _rollout(tmp: Path, call: str, code: int) -> str:
-    """A Codex rollout file as `transcript_path`: the command's output item."""
+def _rollout(tmp: Path, call: str, code: int, shape: str) -> str:
+    """A Codex rollout file as `transcript_path`: the command's completed item (as Codex
+    0.171 writes it before PostToolUse), or only its output item."""
     path = tmp / "rollout.jsonl"
-    records = [
+    records: list[dict[str, Any]] = [
         {"type": "response_item", "payload": {"type": "function_call", "call_id": call,
                                               "name": "exec_command",
-                                              "arguments": "{\"cmd\":\"npm test\"}"}},
-        {"type": "response_item", "payload": {
+                                              "arguments": "{\"cmd\":\"npm test\"}"}}]
+    if shape == "item":
+        records.append({"type": "event_msg", "payload": {"type": "item_completed", "item": {
+            "type": "CommandExecution", "id": call, "status": "failed" if code else
+            "completed", "exit_code": code}}})
+    else:
+        records.append({"type": "response_item", "payload": {
             "type": "function_call_output", "call_id": call,
-            "output": f"Wall time: 0.2 seconds\nProcess exited with code {code}\nOutput:\n"}},
-    ]
+            "output": f"Wall time: 0.2 seconds\nProcess exited with code {code}\nOutput:\n"}})
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return str(path)
 
@@ -52,11 +57,12 @@ def _ledger(repo: Path) -> dict[str, dict[str, Any]]:
     return {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
 
 
+@pytest.mark.parametrize("shape", ["item", "output"])
 @pytest.mark.parametrize("code, status", [(1, "failed"), (0, "succeeded")])
 def test_a_codex_command_is_ledgered_by_its_exit_code(repo: Path, tmp_path: Path, code: int,
-                                                      status: str) -> None:
+                                                      status: str, shape: str) -> None:
     call = "call_npm_test"
-    rollout = _rollout(tmp_path, call, code)
+    rollout = _rollout(tmp_path, call, code, shape)
     test = {"command": "npm test"}
     hook_cc(repo, _event(repo, "pre_tool_use_bash", tool_use_id=call, tool_input=test,
                          transcript_path=rollout))

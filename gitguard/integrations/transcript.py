@@ -97,11 +97,16 @@ def tool_results(path: str | None, call_ids: Iterable[str]) -> dict[str, ToolRes
 
 
 def exit_code(path: str | None, call_id: str) -> int | None:
-    """A Codex command's exit code from its rollout file: the `exec_command_end` event,
-    else the `function_call_output` text ("Process exited with code N")."""
+    """A Codex command's exit code from its rollout file: the command's completed item
+    (Codex 0.17x: `item_completed` with a `CommandExecution` item) or `exec_command_end`
+    event, else the `function_call_output` text ("Process exited with code N")."""
     code: int | None = None
     for record in _records(_read(path, head=False), (call_id.encode(),)):
         payload = record.get("payload")
+        item = payload.get("item") if isinstance(payload, dict) else None
+        if isinstance(item, dict) and item.get("id") == call_id and \
+                isinstance(item.get("exit_code"), int):
+            return int(item["exit_code"])
         if not isinstance(payload, dict) or payload.get("call_id") != call_id:
             continue
         if payload.get("type") == "exec_command_end" and isinstance(payload.get("exit_code"),
