@@ -275,12 +275,39 @@ class Guard:
 
         writes = attribution.last_agent_writes(entries)
         records = attrlog.latest(self.store)
+        unsure = self._unsure_windows(entries)
         result = []
         for change in self.snap.diff(base, tree):
-            owner, confidence = attribution.owner_with_records(
-                change.new_oid, writes.get(change.path), records.get(change.path))
-            result.append(DirtyPath(change.path, owner, confidence, change.status))
+            path = change.path
+            if path in unsure and path not in records and path not in writes:
+                # No watcher record (no daemon): the snapshots say it changed in the window
+                # of a call that never positively finished, as the daemon would record it.
+                owner, confidence = unsure[path], "ambiguous"
+            else:
+                owner, confidence = attribution.owner_with_records(
+                    change.new_oid, writes.get(path), records.get(path))
+            result.append(DirtyPath(path, owner, confidence, change.status))
         return result
+
+    def _unsure_windows(self, entries: list[ToolLedgerEntry]) -> dict[str, str]:
+        """Path -> call, for what changed inside the window of a call closed `uncertain`
+        (DESIGN.md, Attribution: its changes are ambiguous)."""
+        closed = [e for e in entries if e.status == "uncertain" and e.pre_checkpoint_id
+                  and e.post_checkpoint_id]
+        if not closed:
+            return {}
+        index = checkpoints.read_index(self.store)
+        found: dict[str, str] = {}
+        for entry in closed:
+            try:
+                pre, post = (checkpoints.load(self.store, index.find(c)) for c in
+                             (entry.pre_checkpoint_id or "", entry.post_checkpoint_id or ""))
+            except GitguardError:
+                continue            # gc pruned one: the rescan's records are all there is
+            for change in self.snap.diff(self.snap.tree_of(pre.snapshot_commit),
+                                         self.snap.tree_of(post.snapshot_commit)):
+                found[change.path] = entry.call_id
+        return found
 
 
 def _open_id(store: Store) -> str:

@@ -126,6 +126,9 @@ def test_a_call_with_no_end_and_no_evidence_makes_its_window_a_conflict(
     assert "`gitguard reconcile toolu_deploy --status failed`" in message
     assert "CALL" not in message
     assert _ledger(repo)["toolu_deploy"]["status"] == "uncertain"
+    dirty = {d["path"]: d for d in json.loads(gg(repo, "status", "--json").stdout)["dirty"]}
+    assert (dirty["NOTES.md"]["owner"], dirty["NOTES.md"]["confidence"]) == \
+        ("toolu_deploy", "ambiguous")
 
     done = gg(repo, "rollback-files", "--to", first, "--json", check=False)
     assert done.returncode == 5, done.stderr
