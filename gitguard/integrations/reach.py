@@ -32,7 +32,7 @@ def note(store_root: Path, agent: str) -> None:
     if marker.exists() or not store_root.is_dir():
         return
     durable.ensure_dir(marker.parent)
-    durable.atomic_write(marker, b"", mode=0o644)
+    durable.atomic_write(marker, b"")
 
 
 def _integrated(path: Path, marker: str) -> bool:
