@@ -30,7 +30,7 @@ from gitguard.recovery_scan import (
     usable,
     with_incomplete,
 )
-from gitguard.replay import Verdict, blocks, verdict
+from gitguard.replay import Verdict, blocks, never_ran, verdict
 from gitguard.snapshot import TreeResult
 
 if TYPE_CHECKING:
@@ -42,7 +42,9 @@ OPEN_STATUSES = ("planned", "approved", "started")
 
 
 def never_started(entry: ToolLedgerEntry) -> bool:
-    return entry.status == "failed" and entry.started_at is None
+    """The tool did not run: planned and never started (a crash), or announced and then
+    denied before it ran (replay.never_ran)."""
+    return entry.status == "failed" and (entry.started_at is None or never_ran(entry))
 
 
 @dataclass(frozen=True)

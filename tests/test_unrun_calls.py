@@ -97,7 +97,9 @@ def test_a_denied_call_owns_nothing_and_rollback_keeps_the_users_edits(
     dirty = {d["path"]: d for d in json.loads(gg(repo, "status", "--json").stdout)["dirty"]}
     assert dirty["NOTES.md"]["owner"] == "user" and dirty["todo.txt"]["owner"] == "user"
     note = json.loads(gg(repo, "resume", "--json").stdout)
-    assert "toolu_rm" not in note["doNotRepeat"]
+    assert "toolu_rm" not in note["doNotRepeat"] and "toolu_rm" in note["neverStarted"]
+    assert "Bash(toolu_rm) was planned but never started: it did not run." in \
+        note["recoveryNote"]
 
     done = gg(repo, "rollback-files", "--to", first, "--json", check=False)
     result = json.loads(done.stdout)
