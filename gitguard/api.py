@@ -112,10 +112,14 @@ class Guard:
         self.close()
 
     # sessions -------------------------------------------------------------------------
-    def start_session(self, session_id: str | None = None, agent: str | None = None) -> Session:
+    def start_session(self, session_id: str | None = None, agent: str | None = None,
+                      parent_id: str | None = None) -> Session:
+        """Start, reopen (an ended id comes back: a resumed agent) or link (`parent_id`:
+        a fork) a session."""
         with self.store.writing():
-            session = sessions.start(self.store, session_id, agent)
-            trace.emit(self.store, "session", "session.start", session_id=session.session_id)
+            session = sessions.start(self.store, session_id, agent, parent_id)
+            trace.emit(self.store, "session", "session.start", session_id=session.session_id,
+                       parentId=session.parent_id)
             return session
 
     def end_session(self, session_id: str | None = None) -> Session:

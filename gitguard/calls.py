@@ -48,12 +48,13 @@ def error_summary(result: bytes) -> str:
     return " | ".join(lines[-4:])[:300]
 
 
-def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest: str,
+def _replay_check(state: ledger.LedgerState, lineage: Sequence[str], tool: str, digest: str,
                   policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
-    """The earlier call this one repeats, or a ReplayRefused when the policy says no."""
+    """The earlier call this one repeats, or a ReplayRefused when the policy says no.
+    `lineage`: the session and the sessions it was forked from (their calls are its past)."""
     # Looked up by key, not a walk of the whole ledger: O(this input's runs), not O(history).
-    earlier = [e for e in state.runs_of((session_id, tool, digest))
-               if e.status in BLOCKING_STATUSES]
+    runs = [e for sid in reversed(lineage) for e in state.runs_of((sid, tool, digest))]
+    earlier = [e for e in runs if e.status in BLOCKING_STATUSES]
     if not earlier:
         return None
     prior = earlier[-1]
@@ -95,8 +96,8 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                     "use a new --call-id, or end it with `gitguard call end`")
         policy = replay or cls.replay_policy
         try:
-            replay_of = _replay_check(state, session.session_id, tool, digest, policy, confirm,
-                                      force_replay)
+            replay_of = _replay_check(state, sessions.lineage(g.store, session), tool, digest,
+                                      policy, confirm, force_replay)
         except ReplayRefused as refused:
             trace.emit(g.store, "recovery", "recovery.replay_refused",
                        session_id=session.session_id, tool=tool, inputHash=digest,
@@ -203,6 +204,24 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
             except GitguardError as exc:
                 trace.emit(g.store, "gc", "gc.pack_failed", error=exc.message)
     return finished
+
+
+def close_unrun(g: Guard, call_id: str, why: str) -> ToolLedgerEntry:
+    """End a started call that never ran (its PreToolUse came, then a denial): `failed`,
+    with no snapshot and an empty window (post checkpoint = pre checkpoint), so it owns
+    nothing and whatever changed meanwhile stays the user's (replay.never_ran)."""
+    with g.store.writing():
+        state = ledger.read(g.store)
+        entry = state.get(call_id)
+        ledger.check_transition(entry, "failed", call_id)
+        closed = entry.model_copy(update={
+            "status": "failed", "finished_at": clock.stamp(),
+            "post_checkpoint_id": entry.pre_checkpoint_id, "error_summary": why[:300],
+            "note": "the tool never ran"})
+        ledger.append_entries(g.store, state, [closed])
+        trace.emit(g.store, "tool", "tool.never_ran", session_id=entry.session_id,
+                   callId=call_id, reason=why)
+    return closed
 
 
 def _stored_input(g: Guard, entry: ToolLedgerEntry) -> dict[str, Any] | None:

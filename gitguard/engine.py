@@ -35,10 +35,18 @@ from typing import Any
 import pygit2
 
 from gitguard import attrlog, checkpoints, ledger, packwrite
-from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
+from gitguard.attribution import (
+    USER,
+    FsEvent,
+    Tracker,
+    Verdict,
+    expectations,
+    is_declared_only,
+)
 from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
 from gitguard.models import ToolLedgerEntry
+from gitguard.replay import never_ran
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 from gitguard.treebuild import (
@@ -319,12 +327,21 @@ class Engine:
             self.record(self.tracker.flush_user())
 
     def settle_windows(self, state: ledger.LedgerState) -> None:
-        """Windows of calls no longer running (marked uncertain, or ended by a process the
-        daemon did not serve) close; what they saw stays theirs."""
+        """Windows of calls no longer running close. A call that never ran (denied) owns
+        nothing: what its window saw is the user's. One that did not positively finish
+        (marked uncertain) cannot be told from the user: its changes are ambiguous. One
+        ended by a process the daemon did not serve keeps what it saw."""
         for call_id in list(self.tracker.windows):
             entry = state.entries.get(call_id)
-            if entry is None or entry.status != "started":
-                self.record(self.tracker.close(call_id, {}))
+            if entry is not None and entry.status == "started":
+                continue
+            verdicts = self.tracker.close(call_id, {})
+            if entry is not None and never_ran(entry):
+                verdicts = [Verdict(v.path, USER, "window", v.at) for v in verdicts]
+            elif entry is None or entry.status == "uncertain":
+                verdicts = [v if v.owner == USER else Verdict(v.path, v.owner, "ambiguous", v.at)
+                            for v in verdicts]
+            self.record(verdicts)
 
     def record(self, verdicts: list[Verdict]) -> None:
         """Persist the verdicts for what really changed since the last recorded tree: a

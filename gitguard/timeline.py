@@ -23,6 +23,7 @@ from gitguard import durable
 from gitguard.attribution import USER
 from gitguard.fileops import FileState
 from gitguard.models import Attribution, CheckpointIndexRow, Confidence, ToolLedgerEntry
+from gitguard.replay import never_ran
 from gitguard.store import Store
 
 NOW = sys.maxsize                          # the position of the working tree as it is
@@ -46,13 +47,14 @@ class Window:
     # recorded patches (path, before, after) say what it changed.
     coarse: bool = False
     patches: tuple[tuple[str, FileState | None, FileState | None], ...] = ()
+    unfinished: Confidence = "unknown"     # a crash: unknown; closed uncertain: ambiguous
 
     def confidence(self, path: str, after: FileState | None) -> Confidence:
         if self.ended:
             return "exact" if path in self.declared else "window"
         if self.planned is not None and path in self.planned and self.planned[path] == after:
             return "exact"
-        return "unknown"   # it never finished: a user edit since cannot be told apart
+        return self.unfinished   # it never finished: a user edit since cannot be told apart
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,12 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
         # paths, everything that changed inside it, confidence unknown), even once it
         # is reconciled.
         ended = end is not None and (end == NOW or rows[end].kind != "resume")
+        if never_ran(entry):
+            continue                          # denied before it ran: it owns nothing
+        # Closed without its own end (no PostToolUse, the transcript could not tell): what
+        # changed in its window cannot be told from a user edit (DESIGN.md, Attribution).
+        unsure = ended and entry.status == "uncertain"
+        ended = ended and not unsure
         if end is None:
             end = start + 1 if start + 1 < len(rows) else NOW
         if end <= target:
@@ -166,7 +174,8 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             None if ended else planned(entry), coarse,
             tuple((p.path, _state(p.before_hash, p.before_mode),
                    _state(p.after_hash, p.after_mode)) for p in entry.file_patches)
-            if coarse else ()))
+            if coarse else (),
+            "ambiguous" if unsure else "unknown"))
     return timeline
 
 

@@ -7,7 +7,7 @@ import click
 from gitguard import verify as verify_mod
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
-from gitguard.integrations import baselines
+from gitguard.integrations import baselines, reach
 
 
 @click.command()
@@ -22,6 +22,7 @@ def status(ctx: Ctx, as_json: bool) -> None:
     value = found.to_json()
     # What the git hooks recorded: the user's checkouts/merges and the agent patches committed.
     value["gitEvents"] = baselines.summary(ctx.guard.store) if found.git else None
+    value["agents"] = reach.report(ctx.guard.ws)
 
     def human() -> None:
         plain = "" if found.git else " (not a git repository)"
@@ -36,6 +37,10 @@ def status(ctx: Ctx, as_json: bool) -> None:
         for path in found.skipped:
             why = "dependency or build directory" if path.endswith("/") else "over the size cap"
             click.echo(f"  skipped ({why}): {path}")
+        for agent in value["agents"]:
+            if not agent["reached"]:
+                click.echo(f"agent {agent['agent']}: integrated ({agent['settings']}) but no "
+                           f"hook of it has reached gitguard yet; {agent['hint']}")
         if found.store_bytes:
             click.echo(f"store {found.store_bytes / 1e6:.2f} MB (files in {ctx.guard.store.root})")
         for move in (value["gitEvents"] or {}).get("moves", [])[-5:]:
