@@ -167,10 +167,14 @@ class Run:
 
     @property
     def session_id(self) -> str:
+        """The session the run worked in: Claude Code's `init` event (with `-p --continue`
+        the SessionStart hook events before it carry a provisional id the hooks never
+        see), else Codex's `thread.started`."""
         for ev in self.events:
-            sid = ev.get("session_id") or ev.get("thread_id")
-            if isinstance(sid, str):
-                return sid
+            if ev.get("subtype") == "init" and isinstance(ev.get("session_id"), str):
+                return str(ev["session_id"])
+            if ev.get("type") == "thread.started" and isinstance(ev.get("thread_id"), str):
+                return str(ev["thread_id"])
         raise AssertionError(f"no session id in {self.argv}: {self.stderr[-2000:]}")
 
     def hook_responses(self) -> list[dict[str, Any]]:

@@ -81,7 +81,7 @@ def test_kill_9_mid_bash_then_resume_brings_the_recovery_note(make_repo: Any,
         [{"tools": [bash(publish)]}, {"text": "never reached"}],
         lambda: repo.server.count("publish") >= 1)
     assert repo.server.count("publish") == 1, run.stderr
-    session = next(e["session_id"] for e in run.events if e.get("session_id"))
+    session = run.session_id
     [killed_call] = repo.server.tool_ids()
     kill9(proc)
 
