@@ -46,6 +46,13 @@ class Window:
     # recorded patches (path, before, after) say what it changed.
     coarse: bool = False
     patches: tuple[tuple[str, FileState | None, FileState | None], ...] = ()
+    # An ended call's recorded paths: what it changed. A change to another path inside
+    # its window was someone else's (another session's call, the user). None: not known
+    # (it never finished), so it may have changed anything there.
+    changed: frozenset[str] | None = None
+
+    def claims(self, path: str) -> bool:
+        return self.changed is None or path in self.changed
 
     def confidence(self, path: str, after: FileState | None) -> Confidence:
         if self.ended:
@@ -84,10 +91,13 @@ class Timeline:
     points: list[tuple[int, str]]                # (position, tree) from the target on
     windows: list[Window] = field(default_factory=list)
 
-    def covering(self, start: int, end: int) -> Window | None:
-        """The innermost call window holding the stretch start..end, if any."""
-        inside = [w for w in self.windows if w.start <= start and end <= w.end]
-        return max(inside, key=lambda w: w.start) if inside else None
+    def claiming(self, start: int, end: int, path: str) -> list[Window]:
+        """The call windows holding the stretch start..end that may have changed `path`,
+        innermost last. Windows overlap when sessions, subagents or parallel calls run at
+        once: an ended call whose recorded patches leave the path out did not change it."""
+        inside = [w for w in self.windows if w.start <= start and end <= w.end
+                  and w.claims(path)]
+        return sorted(inside, key=lambda w: w.start)
 
     def agent_windows(self) -> list[Window]:
         """Calls whose window reaches past the target: their changes may need undoing."""
@@ -166,7 +176,8 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             None if ended else planned(entry), coarse,
             tuple((p.path, _state(p.before_hash, p.before_mode),
                    _state(p.after_hash, p.after_mode)) for p in entry.file_patches)
-            if coarse else ()))
+            if coarse else (),
+            frozenset(p.path for p in entry.file_patches) if ended else None))
     return timeline
 
 
@@ -203,11 +214,21 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
     for (start, before), (end, after) in zip(states, states[1:], strict=False):
         if before == after:
             continue
-        window = timeline.covering(start, end)
-        if window is None:
+        claiming = timeline.claiming(start, end, path)
+        if not claiming:
             changes.append(Change(before, after, USER, "window", None, end))
-        elif window.coarse and window.ended:
+            continue
+        window = claiming[-1]
+        if all(w.coarse and w.ended for w in claiming):
+            # gc stretched these windows over the same kept checkpoints: their recorded
+            # patches tell the chain of changes (one call after another, not at once).
             changes.append(timeline.across_pruned(window, path, start, end, before, after))
+        elif len(claiming) > 1:
+            # Two calls open at once both account for this change: neither surely made it.
+            names = ", ".join(w.call_id for w in claiming)
+            changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
+                                  end, why=f"calls {names} ran at once and each may have "
+                                           "changed it"))
         else:
             changes.append(Change(before, after, window.call_id,
                                   window.confidence(path, after), window.patch_ref, end))
