@@ -219,6 +219,14 @@ class Guard:
 
         return recovery.reconcile(self, call_id, status, note)
 
+    def background_call(self, call_id: str, task_id: str) -> None:
+        """The call goes on running in the background as `task_id`: it stays open (its
+        window too) until `integrations.background` sees the task end."""
+        from gitguard.integrations import background
+
+        entry = ledger.read(self.store).get(call_id)
+        background.note_started(self.store, task_id, call_id, entry.session_id)
+
     # queries --------------------------------------------------------------------------
     def status(self) -> Status:
         head, branch = self.snap.head_info()

@@ -163,7 +163,8 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         # A declared-only call's end snapshot looks at its declared paths only: what else
         # changed in its window is found by the next scan and is the user's
         # (Snapshotter.write_declared says why that is the safe direction). The daemon
-        # knows what changed anyway: there the stored input is not even read.
+        # takes its own tree; either way the call's patches hold its declared paths only
+        # (`_not_its_own`), whatever else the post tree shows of other writers.
         stored_input = _stored_input(g, entry) if entry.declared_writes else None
         declared_only = stored_input is not None and is_declared_only(
             entry.tool_name, stored_input, entry.declared_writes)

@@ -90,6 +90,10 @@ class DaemonGuard(Guard):
             self._bookkeeping(self.engine.closed, entry)
         return entry
 
+    def background_call(self, call_id: str, task_id: str) -> None:
+        super().background_call(call_id, task_id)
+        self.engine.tracker.to_background(call_id)
+
     def _bookkeeping(self, step: Any, *args: Any) -> None:
         """The call is in the ledger: attribution trouble must not make it look failed.
         What was not recorded is found again by a rescan, as unknown."""

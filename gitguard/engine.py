@@ -42,6 +42,7 @@ from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_dec
 from gitguard.daemonctl import UNWATCHED_FILE
 from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
+from gitguard.integrations import background
 from gitguard.models import ToolLedgerEntry
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
@@ -99,6 +100,7 @@ class Engine:
         self.counts: collections.Counter[str] = collections.Counter()
         self.state_path = store.root / "daemon.state"
         self.reported_unwatched: list[bytes] = []
+        self.held: set[str] = set()     # changed paths whose verdict an open window owes
         self.fanouts = packwrite.Fanouts(self.repo, store)    # at start and in idle time
         if not self.ws.is_git and self.repo.workdir is None:
             self.repo.workdir = str(self.ws.root)   # ignore rules need a work tree
@@ -395,10 +397,18 @@ class Engine:
         changed = [c.path for c in diff_trees(self.repo, self.recorded_tree or current, current)]
         by_path = {v.path: v for v in verdicts}
         kept: list[Verdict] = []
-        for path in changed:
+        # A change another open window also saw gets its verdict when that window closes,
+        # after the recorded tree has moved past it (overlapping calls): held till then.
+        seen_open = {p for w in self.tracker.windows.values() for p in w.seen}
+        for path in [*changed, *sorted(self.held - set(changed))]:
             verdict = by_path.get(path) or _nearest_parent(by_path, path)
             if verdict is not None:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
+                self.held.discard(path)
+            elif path in seen_open or any(parent in seen_open for parent in _parents(path)):
+                self.held.add(path)
+            else:
+                self.held.discard(path)
         self.recorded_tree = current
         # daemon.state follows in idle time too (`sync_records`): two file creations and
         # renames per tool call fewer. A daemon killed before then leaves it older, as
@@ -408,9 +418,12 @@ class Engine:
             self.unsynced_since = self.unsynced_since or time.monotonic()
 
     def _reopen_windows(self) -> None:
+        running = background.call_ids(self.store)
         for entry in ledger.read(self.store).in_order():
             if entry.status == "started":
                 self.opened(entry, _input_of(self.store, entry))
+                if entry.call_id in running:
+                    self.tracker.to_background(entry.call_id)
 
     def persist(self, verdicts: Iterable[Verdict], sync: bool = True) -> int:
         written = attrlog.append(self.store, verdicts, sync)
@@ -461,6 +474,11 @@ class Engine:
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps({"tree": self.recorded_tree}))
         os.replace(tmp, self.state_path)
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
 def _nearest_parent(by_path: dict[str, Verdict], path: str) -> Verdict | None:

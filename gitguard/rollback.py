@@ -34,7 +34,7 @@ from gitguard import (
 from gitguard.errors import UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
-from gitguard.integrations import baselines
+from gitguard.integrations import background, baselines
 from gitguard.models import (
     Attribution,
     Checkpoint,
@@ -277,7 +277,8 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
     index = index if index is not None else checkpoints.read_index(g.store)
     state = ledger.read(g.store)
     line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
-                          lambda entry: planned_targets(g, entry))
+                          lambda entry: planned_targets(g, entry),
+                          background=background.call_ids(g.store))
     own = sessions_of(state, target)
     sources = _candidates(g, state, line, index.rows, own)
     plain_dirs: dict[str, bool] = {}

@@ -50,11 +50,15 @@ class Window:
     # its window was someone else's (another session's call, the user). None: not known
     # (it never finished), so it may have changed anything there.
     changed: frozenset[str] | None = None
+    # It ran on in the background beside other work: none of its changes is surely its.
+    background: bool = False
 
     def claims(self, path: str) -> bool:
         return self.changed is None or path in self.changed
 
     def confidence(self, path: str, after: FileState | None) -> Confidence:
+        if self.background:
+            return "ambiguous"
         if self.ended:
             return "exact" if path in self.declared else "window"
         if self.planned is not None and path in self.planned and self.planned[path] == after:
@@ -91,13 +95,14 @@ class Timeline:
     points: list[tuple[int, str]]                # (position, tree) from the target on
     windows: list[Window] = field(default_factory=list)
 
-    def claiming(self, start: int, end: int, path: str) -> list[Window]:
+    def claiming(self, start: int, end: int, path: str) -> tuple[list[Window], int]:
         """The call windows holding the stretch start..end that may have changed `path`,
-        innermost last. Windows overlap when sessions, subagents or parallel calls run at
-        once: an ended call whose recorded patches leave the path out did not change it."""
-        inside = [w for w in self.windows if w.start <= start and end <= w.end
-                  and w.claims(path)]
-        return sorted(inside, key=lambda w: w.start)
+        innermost last, and how many windows hold the stretch at all. Windows overlap
+        when sessions, subagents or parallel calls run at once: an ended call whose
+        recorded patches leave the path out did not change it."""
+        inside = [w for w in self.windows if w.start <= start and end <= w.end]
+        claiming = sorted((w for w in inside if w.claims(path)), key=lambda w: w.start)
+        return claiming, len(inside)
 
     def agent_windows(self) -> list[Window]:
         """Calls whose window reaches past the target: their changes may need undoing."""
@@ -131,11 +136,12 @@ class Timeline:
 
 def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], target_id: str,
           entries: Iterable[ToolLedgerEntry],
-          planned: Callable[[ToolLedgerEntry], Mapping[str, FileState | None] | None]
-          ) -> Timeline:
+          planned: Callable[[ToolLedgerEntry], Mapping[str, FileState | None] | None],
+          background: Collection[str] = ()) -> Timeline:
     """`tree_of` maps a snapshot commit to its tree; only checkpoints from the target on need it.
 
-    `planned` gives, for a gitguard entry a crash left open, what it meant to write.
+    `planned` gives, for a gitguard entry a crash left open, what it meant to write;
+    `background`, the calls that ran on in the background (integrations.background).
     """
     position = {row.checkpoint_id: i for i, row in enumerate(rows)}
     target = position[target_id]
@@ -177,7 +183,8 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             tuple((p.path, _state(p.before_hash, p.before_mode),
                    _state(p.after_hash, p.after_mode)) for p in entry.file_patches)
             if coarse else (),
-            frozenset(p.path for p in entry.file_patches) if ended else None))
+            changed=frozenset(p.path for p in entry.file_patches) if ended else None,
+            background=entry.call_id in background))
     return timeline
 
 
@@ -214,7 +221,7 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
     for (start, before), (end, after) in zip(states, states[1:], strict=False):
         if before == after:
             continue
-        claiming = timeline.claiming(start, end, path)
+        claiming, open_windows = timeline.claiming(start, end, path)
         if not claiming:
             changes.append(Change(before, after, USER, "window", None, end))
             continue
@@ -229,9 +236,21 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
             changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
                                   end, why=f"calls {names} ran at once and each may have "
                                            "changed it"))
+        elif open_windows > 1 and path not in window.declared and not window.coarse:
+            # Overlapping windows: only a path exactly one open call declared is surely
+            # that call's (DESIGN.md, Attribution); a shell's undeclared change beside
+            # other work could be anyone's, the user's included.
+            changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
+                                  end, why=f"{window.call_id} ran beside other calls and did "
+                                           "not declare it: the change cannot be told from a "
+                                           "user edit"))
         else:
+            why = (f"{window.call_id} ran in the background beside other work: a change "
+                   "in its window cannot be told from a user edit" if window.background
+                   else None)
             changes.append(Change(before, after, window.call_id,
-                                  window.confidence(path, after), window.patch_ref, end))
+                                  window.confidence(path, after), window.patch_ref, end,
+                                  why=why))
     return PathHistory(path, states[0][1], now, tuple(changes))
 
 

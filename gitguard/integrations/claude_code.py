@@ -17,6 +17,9 @@ never with a blocked tool.
 | UserPromptSubmit           | a post checkpoint referencing `transcript_path`           |
 | Stop, SessionEnd           | the same, after settling calls begun and never ended      |
 |                            | (`dangling.py`); SessionEnd also ends the session         |
+| Bash `run_in_background`   | PostToolUse leaves the call open (`background.py`) until   |
+|                            | TaskOutput/TaskStop shows its end, or Stop no longer      |
+|                            | lists the task in `background_tasks`                      |
 
 gitguard never answers `allow`: that would skip the permission prompt the user's own
 settings ask for. With no objection it gives no decision and Claude Code decides.
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import durable, ledger, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
-from gitguard.integrations import dangling, hooklog
+from gitguard.integrations import background, dangling, hooklog
 from gitguard.models import TERMINAL
 from gitguard.workspace import safe_relpath
 
@@ -153,7 +156,15 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
         with guard.store.writing():
             trace.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
                        callId=entry.call_id, tool=tool)
-    guard.end_call(entry.call_id, status, result)
+    task = background.launched(payload) if status == "succeeded" else None
+    if task is not None:
+        # It goes on running: its window stays open until its end is observed.
+        guard.background_call(entry.call_id, task)
+    else:
+        guard.end_call(entry.call_id, status, result)
+    ended = background.ended_by(payload)
+    if ended is not None:
+        background.end_task(guard, ended)
     return {}
 
 
@@ -195,6 +206,7 @@ def _turn_end(step: str, end_session: bool = False
     def take(guard: Guard, payload: Mapping[str, Any]) -> Answer:
         transcript = payload.get("transcript_path")
         session_id = session_of(payload)
+        background.settle_at_stop(guard, session_id, payload)
         settled = dangling.settle(guard, session_id,
                                   transcript if isinstance(transcript, str) else None, step)
         if end_session and session_id is not None:

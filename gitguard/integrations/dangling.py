@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import ledger, trace
 from gitguard.errors import IllegalTransition
+from gitguard.integrations import background
 from gitguard.models import ToolLedgerEntry
 
 if TYPE_CHECKING:
@@ -43,11 +44,13 @@ NO_END = ("no PostToolUse came for it before the agent's {when} event: the tool 
 
 
 def open_calls(guard: Guard, session_id: str | None) -> list[ToolLedgerEntry]:
-    """The agent's calls of this session still `started` (gitguard's own writes excluded)."""
+    """The agent's calls of this session still `started` (gitguard's own writes excluded,
+    and shells running in the background: they did report, and end later)."""
     state = ledger.read(guard.store)
+    running = {call for call, _session in background.open_tasks(guard.store).values()}
     return [e for e in state.in_order()
             if e.status == "started" and e.session_id == session_id
-            and not e.tool_name.startswith("gitguard")]
+            and not e.tool_name.startswith("gitguard") and e.call_id not in running]
 
 
 def never_ran(transcript_path: str | None, call_ids: Iterable[str]) -> dict[str, str]:
