@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -367,12 +366,6 @@ def codex(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str,
                     until=None, timeout=timeout)
     return run
 
-
-def which(name: str) -> str:
-    found = shutil.which(name, path=str(BIN))
-    if found is None:
-        raise AssertionError(f"{name} is not installed in {BIN}: run `make e2e`")
-    return found
 
 
 def claude_turns(repo: Repo, turns: list[tuple[str, list[dict[str, Any]]]],
