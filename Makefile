@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 check: $(STAMP)
-	$(BIN)/ruff check gitguard tests bench
+	$(BIN)/ruff check gitguard tests bench e2e
 	$(BIN)/mypy
 
 # The real agent CLIs (e2e/package.json, pinned by its lock file); npm needs the registry only.

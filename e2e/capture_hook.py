@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,9 @@ FIXTURE_HOME = "/home/user"
 def redact(value: Any, workspace: str, home: str) -> Any:
     if isinstance(value, str):
         text = value.replace(workspace, FIXTURE_PROJECT)
-        # Claude Code names a project's transcript dir after its path, '/' -> '-'
-        text = text.replace(workspace.replace("/", "-").replace(".", "-"),
-                            FIXTURE_PROJECT.replace("/", "-"))
+        # Claude Code names a project's transcript dir after its path, each [^A-Za-z0-9] -> '-'
+        text = text.replace(re.sub(r"[^A-Za-z0-9]", "-", workspace),
+                            re.sub(r"[^A-Za-z0-9]", "-", FIXTURE_PROJECT))
         return text.replace(home, FIXTURE_HOME)
     if isinstance(value, list):
         return [redact(v, workspace, home) for v in value]

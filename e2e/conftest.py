@@ -6,6 +6,7 @@ runs is printed at the end of the session, per mode (daemon, no daemon).
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from collections.abc import Iterator
@@ -56,6 +57,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     tr = terminalreporter
     tr.section("gitguard hook latency (Claude Code hook_started -> hook_response)")
+    # figures under load say little without the load: 2 cores shared with other work
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    tr.write_line(f"{os.cpu_count()} cores, load average {load} (1/5/15 min) at the end")
     tr.write_line(f"{'mode':<10} {'hook':<20} {'n':>4} {'median ms':>10} {'p90 ms':>8}")
     for mode in ("daemon", "no daemon"):
         by_event: dict[str, list[float]] = {}

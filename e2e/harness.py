@@ -6,8 +6,9 @@ claude-code|codex`. `claude()` and `codex()` run the CLIs from `e2e/node_modules
 against the scripted model server; every line they print is stamped on arrival, so hook
 latency is measured from Claude Code's own `hook_started`/`hook_response` events.
 
-With `GITGUARD_E2E_CAPTURE=DIR` every hook payload the CLIs send is also written under
-DIR (see `capture_hook.py`), with temp paths replaced by stable placeholders.
+A repository made with `capture=DIR` has capture_hook.py in front of gitguard's hook, so
+every payload the CLIs send is also written under DIR with temp paths replaced by stable
+placeholders; `GITGUARD_E2E_CAPTURE=1 make e2e` rewrites fixtures/ from such a capture.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +32,7 @@ E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent
 BIN = E2E / "node_modules" / ".bin"
 VENV_BIN = Path(sys.executable).parent
-CAPTURE = os.environ.get("GITGUARD_E2E_CAPTURE")
+CAPTURE = os.environ.get("GITGUARD_E2E_CAPTURE") == "1"   # rewrite fixtures/ from a capture
 HOOK_LATENCY: list[tuple[str, str, float]] = []   # (mode, hook event, ms), for the summary
 FIXED_DATE = "2026-11-29T12:00:00+00:00"
 
@@ -106,7 +106,7 @@ def base_env(home: Path, server: Server, daemon: bool) -> dict[str, str]:
 
 
 def make_repo(tmp: Path, server: Server, *, daemon: bool, agents: Iterable[str] = ("claude-code",),
-              files: dict[str, str] | None = None) -> Repo:
+              files: dict[str, str] | None = None, capture: Path | None = None) -> Repo:
     root, home = tmp / "repo", tmp / "home"
     root.mkdir()
     (home / "tmp").mkdir(parents=True)
@@ -125,8 +125,8 @@ def make_repo(tmp: Path, server: Server, *, daemon: bool, agents: Iterable[str] 
         repo.gitguard("integrate", agent)
     if "codex" in agents:
         _codex_config(repo)
-    if CAPTURE:
-        _wrap_for_capture(repo, agents)
+    if capture is not None:
+        _wrap_for_capture(repo, agents, capture)
     return repo
 
 
@@ -137,7 +137,7 @@ def stop(repo: Repo) -> None:
 
 # --- capture mode ---------------------------------------------------------------------
 
-def _wrap_for_capture(repo: Repo, agents: Iterable[str]) -> None:
+def _wrap_for_capture(repo: Repo, agents: Iterable[str], capture: Path) -> None:
     """Put capture_hook.py in front of gitguard's hook command (capture mode only)."""
     files = {"claude-code": repo.root / ".claude" / "settings.local.json",
              "codex": repo.root / ".codex" / "hooks.json"}
@@ -149,7 +149,7 @@ def _wrap_for_capture(repo: Repo, agents: Iterable[str]) -> None:
                 for hook in group["hooks"]:
                     hook["command"] = " ".join([
                         shlex.quote(sys.executable), shlex.quote(str(E2E / "capture_hook.py")),
-                        shlex.quote(str(CAPTURE)), agent, shlex.quote(str(repo.root)),
+                        shlex.quote(str(capture)), agent, shlex.quote(str(repo.root)),
                         shlex.quote(str(repo.home)), "--", hook["command"]])
         path.write_text(json.dumps(data, indent=2) + "\n")
 
@@ -166,10 +166,14 @@ class Run:
 
     @property
     def session_id(self) -> str:
+        """The session the run worked in: Claude Code's `init` event (with `-p --continue`
+        the SessionStart hook events before it carry a provisional id the hooks never
+        see), else Codex's `thread.started`."""
         for ev in self.events:
-            sid = ev.get("session_id") or ev.get("thread_id")
-            if isinstance(sid, str):
-                return sid
+            if ev.get("subtype") == "init" and isinstance(ev.get("session_id"), str):
+                return str(ev["session_id"])
+            if ev.get("type") == "thread.started" and isinstance(ev.get("thread_id"), str):
+                return str(ev["thread_id"])
         raise AssertionError(f"no session id in {self.argv}: {self.stderr[-2000:]}")
 
     def hook_responses(self) -> list[dict[str, Any]]:
@@ -293,6 +297,14 @@ def claude(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str,
     return run
 
 
+def run_claude(repo: Repo, args: list[str], timeout: float = 180) -> Run:
+    """claude with exactly these arguments (and stream-json output)."""
+    argv = [str(BIN / "claude"), *args, "--output-format", "stream-json", "--verbose",
+            "--include-hook-events"]
+    run, _ = _spawn(repo, argv, until=None, timeout=timeout)
+    return run
+
+
 def claude_start(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str) -> Live:
     return start(repo, claude_argv(script_prompt(words, script), *extra))
 
@@ -354,12 +366,6 @@ def codex(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str,
                     until=None, timeout=timeout)
     return run
 
-
-def which(name: str) -> str:
-    found = shutil.which(name, path=str(BIN))
-    if found is None:
-        raise AssertionError(f"{name} is not installed in {BIN}: run `make e2e`")
-    return found
 
 
 def claude_turns(repo: Repo, turns: list[tuple[str, list[dict[str, Any]]]],

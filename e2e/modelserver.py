@@ -7,12 +7,12 @@ for both CLIs to run a whole session offline.
 What the model "says" is a script carried by the conversation itself: the user prompt
 holds a line `gg-script: [STEP, ...]` (JSON). The reply is chosen from the conversation
 state, never from request order: find the newest user prompt holding a script, count the
-tool results that came after it, and answer with that step. A step is
-`{"text": "..."}` (end of turn) or `{"tools": [{"name": ..., "input": {...}}, ...]}`
-(one or more tool calls in one turn); `"pause": NAME` in a step holds the reply until the
-test releases it (the user edits files while the model "thinks"). A step may be `{"if_last_result_contains": S,
-"then": STEP, "else": STEP}`, decided by the last tool result's content. Past the end
-of the script the model says `done`.
+tool results that came after it, and answer with that step. A step is `{"text": "..."}`
+(end of turn) or `{"tools": [{"name": ..., "input": {...}}, ...]}` (one or more tool
+calls in one turn; a tool may fix its call `id`). `"pause": NAME` in a step holds the
+reply until the test releases it (the user edits files while the model "thinks"). A
+step may be `{"if_last_result_contains": S, "then": STEP, "else": STEP}`, decided by
+the last tool result's content. Past the end of the script the model says `done`.
 
 Every request and every reply is recorded (`/_requests`, `Server.requests`), so a test
 can assert what reached the model. `POST /counter/<name>` counts an external side effect
@@ -282,7 +282,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             blocks: list[dict[str, Any]] = []
             if "tools" in step:
                 for tool in step["tools"]:
-                    tid = _new_id("toolu_01")
+                    tid = tool.get("id") or _new_id("toolu_01")
                     rec.tool_ids.append(tid)
                     blocks.append({"type": "tool_use", "id": tid, "name": tool["name"],
                                    "input": tool["input"]})
@@ -336,7 +336,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             items: list[dict[str, Any]] = []
             if "tools" in step:
                 for tool in step["tools"]:
-                    cid = _new_id("call_")
+                    cid = tool.get("id") or _new_id("call_")
                     rec.tool_ids.append(cid)
                     if tool.get("custom"):  # a freeform tool (Codex's apply_patch)
                         items.append({"type": "custom_tool_call", "id": _new_id("ctc_"),

@@ -81,13 +81,17 @@ def test_kill_9_mid_bash_then_resume_brings_the_recovery_note(make_repo: Any,
         [{"tools": [bash(publish)]}, {"text": "never reached"}],
         lambda: repo.server.count("publish") >= 1)
     assert repo.server.count("publish") == 1, run.stderr
-    session = next(e["session_id"] for e in run.events if e.get("session_id"))
+    session = run.session_id
     [killed_call] = repo.server.tool_ids()
     kill9(proc)
 
     seen = len(repo.server.requests)
     resumed = claude(repo, "what happened? publish if needed",
-                     [{"tools": [bash(publish)]}, {"text": "ok"}], "--resume", session)
+                     [{"tools": [bash(publish)]},
+                      {"if_last_result_contains": "must not run twice",
+                       "then": {"text": "not publishing twice"},
+                       "else": {"text": "published again"}}],
+                     "--resume", session)
     _clean(repo, resumed)
     after = [r for r in repo.server.model_requests()
              if repo.server.requests.index(r) >= seen]
@@ -97,6 +101,7 @@ def test_kill_9_mid_bash_then_resume_brings_the_recovery_note(make_repo: Any,
     assert killed_call in note and "outcome is unknown" in note
     [refused] = _denied(resumed)
     assert killed_call in str(refused["content"])
+    assert resumed.events[-1].get("result") == "not publishing twice"
     assert repo.server.count("publish") == 1
     entry = {e["callId"]: e for e in repo.ledger()}[killed_call]
     assert entry["status"] == "uncertain"

@@ -34,6 +34,12 @@ def status(ctx: Ctx, as_json: bool) -> None:
                    f"{found.checkpoints} checkpoint(s)")
         for d in found.dirty:
             click.echo(f"  {d.change} {d.path}  [{d.owner}, {d.confidence}]")
+        unwatched = found.daemon.get("unwatched")
+        if unwatched:
+            click.echo(f"daemon: {unwatched.get('count')} director(ies) not watched (the inotify "
+                       "watch limit is reached; raise fs.inotify.max_user_watches): scanned at "
+                       "each call's start and end. First: "
+                       + ", ".join(unwatched.get("first", [])[:5]))
         for path in found.skipped:
             why = "dependency or build directory" if path.endswith("/") else "over the size cap"
             click.echo(f"  skipped ({why}): {path}")

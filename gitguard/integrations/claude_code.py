@@ -24,6 +24,9 @@ never with a blocked tool.
 |                            | (`dangling.py`), then a post checkpoint referencing       |
 |                            | `transcript_path`                                         |
 | SessionEnd                 | the same; the session is ended until its next event       |
+| Bash `run_in_background`   | PostToolUse leaves the call open (`background.py`) until   |
+|                            | TaskOutput/TaskStop shows its end, or Stop no longer      |
+|                            | lists the task in `background_tasks`                      |
 
 gitguard never answers `allow`: that would skip the permission prompt the user's own
 settings ask for. With no objection it gives no decision and Claude Code decides.
@@ -39,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import calls, durable, ledger, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
-from gitguard.integrations import dangling, hooklog, reach, transcript
+from gitguard.integrations import background, dangling, hooklog, reach, transcript
 from gitguard.models import TERMINAL
 from gitguard.workspace import safe_relpath
 
@@ -186,7 +189,15 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
         with guard.store.writing():
             trace.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
                        callId=entry.call_id, tool=tool)
-    guard.end_call(entry.call_id, status, result)
+    task = background.launched(payload) if status == "succeeded" else None
+    if task is not None:
+        # It goes on running: its window stays open until its end is observed.
+        guard.background_call(entry.call_id, task)
+    else:
+        guard.end_call(entry.call_id, status, result)
+    ended = background.ended_by(payload)
+    if ended is not None:
+        background.end_task(guard, ended)
     return {}
 
 
@@ -284,6 +295,8 @@ def _turn_end(step: str, end_session: bool = False
               ) -> Callable[[Guard, Mapping[str, Any]], Answer]:
     def take(guard: Guard, payload: Mapping[str, Any]) -> Answer:
         session_id = session_of(payload)
+        if step != "user-prompt":     # Stop and SessionEnd list the tasks still running
+            background.settle_at_stop(guard, session_id, payload)
         settled = dangling.settle(guard, session_id, _transcript(payload), step)
         if end_session and session_id is not None and \
                 any(s.session_id == session_id for s in guard.sessions()):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import calls, ledger, trace
 from gitguard.errors import IllegalTransition
-from gitguard.integrations import transcript
+from gitguard.integrations import background, transcript
 from gitguard.models import ToolLedgerEntry
 
 if TYPE_CHECKING:
@@ -64,11 +64,13 @@ NO_END = ("no PostToolUse came for it before the agent's {when} event: {why}; ch
 
 
 def open_calls(guard: Guard, session_id: str | None) -> list[ToolLedgerEntry]:
-    """The agent's calls of this session still `started` (gitguard's own writes excluded)."""
+    """The agent's calls of this session still `started` (gitguard's own writes excluded,
+    and shells running in the background: they did report, and end later)."""
     state = ledger.read(guard.store)
-    return [e for e in state.entries.values()
+    running = {call for call, _session in background.open_tasks(guard.store).values()}
+    return [e for e in state.in_order()
             if e.status == "started" and e.session_id == session_id
-            and not e.tool_name.startswith("gitguard")]
+            and not e.tool_name.startswith("gitguard") and e.call_id not in running]
 
 
 def denial(text: str) -> str | None:
