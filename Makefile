@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench soak clean
+.PHONY: demo test check bench soak clean e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,19 @@ test: $(STAMP)
 	MALLOC_PERTURB_=165 PYTHONMALLOC=malloc $(BIN)/python -m pytest -q -p no:cacheprovider $(MEMCHECK)
 
 check: $(STAMP)
-	$(BIN)/ruff check gitguard tests bench
+	$(BIN)/ruff check gitguard tests bench e2e
 	$(BIN)/mypy
+
+# The real agent CLIs (e2e/package.json, pinned by its lock file); npm needs the registry only.
+E2E_STAMP := e2e/node_modules/.installed
+$(E2E_STAMP): e2e/package.json e2e/package-lock.json
+	cd e2e && npm ci --no-audit --no-fund --loglevel=error
+	touch $(E2E_STAMP)
+
+# Real Claude Code and Codex runs against a scripted model on 127.0.0.1 (not part of `make test`).
+# GITGUARD_E2E_CAPTURE=fixtures also rewrites fixtures/claude_code and fixtures/codex.
+e2e: $(STAMP) $(E2E_STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -c e2e/pytest.ini e2e
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

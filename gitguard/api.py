@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,10 +113,14 @@ class Guard:
         self.close()
 
     # sessions -------------------------------------------------------------------------
-    def start_session(self, session_id: str | None = None, agent: str | None = None) -> Session:
+    def start_session(self, session_id: str | None = None, agent: str | None = None,
+                      parent_id: str | None = None) -> Session:
+        """Start, reopen (an ended id comes back: a resumed agent) or link (`parent_id`:
+        a fork) a session."""
         with self.store.writing():
-            session = sessions.start(self.store, session_id, agent)
-            trace.emit(self.store, "session", "session.start", session_id=session.session_id)
+            session = sessions.start(self.store, session_id, agent, parent_id)
+            trace.emit(self.store, "session", "session.start", session_id=session.session_id,
+                       parentId=session.parent_id)
             return session
 
     def end_session(self, session_id: str | None = None) -> Session:
@@ -218,6 +223,14 @@ class Guard:
 
         return recovery.reconcile(self, call_id, status, note)
 
+    def background_call(self, call_id: str, task_id: str) -> None:
+        """The call goes on running in the background as `task_id`: it stays open (its
+        window too) until `integrations.background` sees the task end."""
+        from gitguard.integrations import background
+
+        entry = ledger.read(self.store).get(call_id)
+        background.note_started(self.store, task_id, call_id, entry.session_id)
+
     # queries --------------------------------------------------------------------------
     def status(self) -> Status:
         head, branch = self.snap.head_info()
@@ -235,10 +248,14 @@ class Guard:
                       self._daemon_info())
 
     def _daemon_info(self) -> dict[str, Any]:
-        from gitguard.daemonctl import running_pid
+        from gitguard.daemonctl import UNWATCHED_FILE, running_pid
 
         pid = running_pid(self.store.root)
-        return {"running": pid is not None, "pid": pid}
+        info: dict[str, Any] = {"running": pid is not None, "pid": pid}
+        if pid is not None:
+            with suppress(OSError, ValueError):
+                info["unwatched"] = json.loads((self.store.root / UNWATCHED_FILE).read_text())
+        return info
 
     def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:
         """A call's patch; or every change since the baseline, optionally one side's only."""

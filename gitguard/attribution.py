@@ -29,11 +29,16 @@ together with the opening and closing of call windows, to a `Tracker`. The rules
   which inotify does not give; such a change is recorded as the call's (`window`).
   A command that writes one file twice is reported ambiguous: the safe side, since
   rollback then asks instead of overwriting.
-* When calls overlap (an agent running tools in parallel), a change belongs to the
-  running call that declared the path; an undeclared path to the running shell
-  calls; with only declared-only calls running, to the user. A change two or more
-  running calls could have made (both declared it, or two shell calls ran) is
-  `ambiguous`.
+* When calls overlap (subagents, tools run in parallel, another session in the same
+  worktree, a shell left running in the background), a change belongs to the running
+  call that declared the path when exactly one did; with only declared-only calls
+  running and none declaring it, to the user. Any other change in overlapping windows
+  is `ambiguous` for the shell calls that could have made it (two calls declared it, or
+  a shell call ran beside another call): never an `exact` or `window` guess.
+* A shell call moved to the background (Claude Code's `run_in_background`) keeps its
+  window open until its end is observed; it runs beside the user's work for minutes or
+  hours, so every change it could have made is `ambiguous`: its own, never the user's,
+  and never something rollback restores without asking.
 * When events were lost (the kernel queue overflowed) or nobody was watching (the
   daemon was down), a rescan finds the changes; they are `unknown`, owner `user`.
 
@@ -247,6 +252,7 @@ class Window:
     declared_only: bool
     expected: dict[str, Expectation] = field(default_factory=dict)
     seen: dict[str, _PathSeen] = field(default_factory=dict)
+    background: bool = False
 
 
 @dataclass
@@ -261,12 +267,13 @@ class Tracker:
         # the running shell calls; else (only declared-only calls run, none writes here)
         # nobody but the user.
         claimants = [w for w in self.windows.values() if event.path in w.declared]
+        shared = len(claimants) > 1
         if not claimants:
             claimants = [w for w in self.windows.values() if not w.declared_only]
+            shared = bool(claimants) and len(self.windows) > 1
         if not claimants:
             self.outside.setdefault(event.path, event.at)
             return
-        shared = len(claimants) > 1
         for window in claimants:
             seen = window.seen.get(event.path)
             if seen is None:
@@ -281,6 +288,12 @@ class Tracker:
         self.windows[call_id] = Window(call_id, frozenset(declared), declared_only,
                                        dict(expected or {}))
         return flushed
+
+    def to_background(self, call_id: str) -> None:
+        """The call goes on in the background: its window stays open, its changes ambiguous."""
+        window = self.windows.get(call_id)
+        if window is not None:
+            window.background = True
 
     def close(self, call_id: str, final: Mapping[str, bytes | None]) -> list[Verdict]:
         """Close a window. `final` holds the content (None: deleted) of its declared paths
@@ -297,7 +310,7 @@ class Tracker:
     @staticmethod
     def _judge(window: Window, path: str, seen: _PathSeen,
                final: Mapping[str, bytes | None]) -> tuple[str, Confidence]:
-        if seen.shared or seen.sessions > 1:
+        if seen.shared or seen.sessions > 1 or window.background:
             return window.call_id, "ambiguous"
         if path in window.declared:
             expected = window.expected.get(path)

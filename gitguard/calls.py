@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -49,12 +49,13 @@ def error_summary(result: bytes) -> str:
     return " | ".join(lines[-4:])[:300]
 
 
-def _replay_check(state: ledger.LedgerState, session_id: str, tool: str, digest: str,
+def _replay_check(state: ledger.LedgerState, lineage: Sequence[str], tool: str, digest: str,
                   policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
-    """The earlier call this one repeats, or a ReplayRefused when the policy says no."""
+    """The earlier call this one repeats, or a ReplayRefused when the policy says no.
+    `lineage`: the session and the sessions it was forked from (their calls are its past)."""
     # Looked up by key, not a walk of the whole ledger: O(this input's runs), not O(history).
-    earlier = [e for e in state.runs_of((session_id, tool, digest))
-               if e.status in BLOCKING_STATUSES]
+    runs = [e for sid in reversed(lineage) for e in state.runs_of((sid, tool, digest))]
+    earlier = [e for e in runs if e.status in BLOCKING_STATUSES]
     if not earlier:
         return None
     prior = earlier[-1]
@@ -118,8 +119,8 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
                                     "use a new --call-id, or end it with `gitguard call end`")
         policy = replay or cls.replay_policy
         try:
-            replay_of = _replay_check(state, session.session_id, tool, key or digest, policy,
-                                      confirm, force_replay)
+            replay_of = _replay_check(state, sessions.lineage(g.store, session), tool,
+                                      key or digest, policy, confirm, force_replay)
         except ReplayRefused as refused:
             trace.emit(g.store, "recovery", "recovery.replay_refused",
                        session_id=session.session_id, tool=tool, inputHash=digest,
@@ -186,17 +187,18 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         # A declared-only call's end snapshot looks at its declared paths only: what else
         # changed in its window is found by the next scan and is the user's
         # (Snapshotter.write_declared says why that is the safe direction). The daemon
-        # knows what changed anyway: there the stored input is not even read.
-        stored_input = (_stored_input(g, entry)
-                        if entry.declared_writes and g.snap.ends_declared_calls_without_scan()
-                        else None)
+        # takes its own tree; either way the call's patches hold its declared paths only
+        # (`_not_its_own`), whatever else the post tree shows of other writers.
+        stored_input = _stored_input(g, entry) if entry.declared_writes else None
+        declared_only = stored_input is not None and is_declared_only(
+            entry.tool_name, stored_input, entry.declared_writes)
         tree = (g.snap.write_declared(entry.declared_writes)
-                if stored_input is not None and is_declared_only(
-                    entry.tool_name, stored_input, entry.declared_writes)
+                if declared_only and g.snap.ends_declared_calls_without_scan()
                 else g.snap.write_tree())
         # The patch and the result first, in one append to the session's artifact journal
         # (one fsync): nothing names them before the ledger record.
-        patches, patch = _file_patches(g, index, entry, tree.tree)
+        patches, patch = _file_patches(g, index, entry, tree.tree,
+                                       _not_its_own(g, state, entry, declared_only))
         items = [(PATCH_NAME.format(call_id), patch)] if patches else []
         if data is not None:
             items.append((f"result_{call_id}.txt", data))
@@ -228,6 +230,24 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
     return finished
 
 
+def close_unrun(g: Guard, call_id: str, why: str) -> ToolLedgerEntry:
+    """End a started call that never ran (its PreToolUse came, then a denial): `failed`,
+    with no snapshot and an empty window (post checkpoint = pre checkpoint), so it owns
+    nothing and whatever changed meanwhile stays the user's (replay.never_ran)."""
+    with g.store.writing():
+        state = ledger.read(g.store)
+        entry = state.get(call_id)
+        ledger.check_transition(entry, "failed", call_id)
+        closed = entry.model_copy(update={
+            "status": "failed", "finished_at": clock.stamp(),
+            "post_checkpoint_id": entry.pre_checkpoint_id, "error_summary": why[:300],
+            "note": "the tool never ran"})
+        ledger.append_entries(g.store, state, [closed])
+        trace.emit(g.store, "tool", "tool.never_ran", session_id=entry.session_id,
+                   callId=call_id, reason=why)
+    return closed
+
+
 def _stored_input(g: Guard, entry: ToolLedgerEntry) -> dict[str, Any] | None:
     """The call's stored input (redaction keeps its keys); None when it cannot be read,
     and the end snapshot is then a full scan."""
@@ -248,15 +268,55 @@ def _elapsed_ms(start: str | None, end: str | None) -> float | None:
     return round(delta.total_seconds() * 1000, 3)
 
 
+def _not_its_own(g: Guard, state: ledger.LedgerState, entry: ToolLedgerEntry,
+                 declared_only: bool) -> Callable[[str], bool]:
+    """Which paths that changed between the call's pre and post snapshots it did not
+    change (DESIGN.md, Attribution), though they fall inside its window:
+
+    * a declared-only call (Write, Edit, ...) writes only what it declared: any other
+      path is someone else's (another session's call, the user's editor or commit);
+    * any call: a path another call declared while their windows overlapped is that
+      call's (exactly one open call declared it), and a path the user committed during
+      the window (the post-commit hook's `CommitRecord`) is the user's.
+
+    A path the call declared itself always stays its own. Another session's shell call
+    in the same window cannot be told apart here: its changes stay in both, and rollback
+    sees two owners of one change and makes it a conflict (`timeline.history`)."""
+    own = frozenset(entry.declared_writes)
+    if declared_only:
+        return lambda path: path not in own
+    others = _declared_by_overlapping(state, entry) | baselines.committed_by_user(
+        g.store, entry.started_at or "")
+    others -= own
+    return lambda path: path in others
+
+
+def _declared_by_overlapping(state: ledger.LedgerState, entry: ToolLedgerEntry) -> set[str]:
+    """Paths declared by the other calls whose windows overlapped this one's: begun after it
+    (it is still open), or begun before it and not finished when it began."""
+    start = entry.started_at or ""
+    found: set[str] = set()
+    for call_id in reversed(state.order):
+        other = state.entries[call_id]
+        if call_id == entry.call_id or not other.declared_writes:
+            continue
+        if other.started_at is None:
+            continue                    # never started: it wrote nothing
+        if other.started_at >= start or other.finished_at is None or other.finished_at >= start:
+            found.update(other.declared_writes)
+    return found
+
+
 def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
-                  post_tree: str) -> tuple[tuple[FilePatchEntry, ...], bytes]:
+                  post_tree: str, not_its_own: Callable[[str], bool] = lambda _p: False
+                  ) -> tuple[tuple[FilePatchEntry, ...], bytes]:
     """The call's file patches and the patch artifact's bytes (never redacted), which the
     caller stores as PATCH_NAME."""
     if entry.pre_checkpoint_id is None:
         return (), b""
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
-    changes = g.snap.diff(pre_tree, post_tree)
+    changes = [c for c in g.snap.diff(pre_tree, post_tree) if not not_its_own(c.path)]
     # What a git command of the user's left while the call was open is the user's (git hooks).
     users = baselines.left_by_user(g.store, g.snap, index, entry.pre_checkpoint_id)
     changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]

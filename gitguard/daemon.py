@@ -43,7 +43,7 @@ from gitguard.reqstats import RequestStats
 from gitguard.requestenv import client_context
 from gitguard.server import SocketServer
 from gitguard.snapshot import Snapshotter
-from gitguard.watcher import Source, WatchdogSource
+from gitguard.watcher import IgnoredDirs, Source, WatchdogSource
 from gitguard.workspace import NON_GIT_STORE, Workspace, discover
 
 DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is quiet this long
@@ -90,6 +90,10 @@ class DaemonGuard(Guard):
             self._bookkeeping(self.engine.closed, entry)
         return entry
 
+    def background_call(self, call_id: str, task_id: str) -> None:
+        super().background_call(call_id, task_id)
+        self.engine.tracker.to_background(call_id)
+
     def _bookkeeping(self, step: Any, *args: Any) -> None:
         """The call is in the ledger: attribution trouble must not make it look failed.
         What was not recorded is found again by a rescan, as unknown."""
@@ -114,8 +118,9 @@ class Daemon:
         self.abandoned = False      # the worktree or the store is gone: exit, write nothing
         plain = Snapshotter(self.guard.store, self.guard.settings)
         skip = (b".git",) if ws.is_git else (b".git", os.fsencode(NON_GIT_STORE))
-        self.source = source or WatchdogSource(ws.root, ws.store_dir, self.sink,
-                                               skip_names=skip)
+        self.source = source or WatchdogSource(
+            ws.root, ws.store_dir, self.sink, skip_names=skip,
+            ignored=IgnoredDirs(ws.root, ws.root) if ws.is_git else None)
         self.engine = Engine(self.guard.store, plain, self.source, self.sink, log)
         self.guard.attach(self.engine)
         self.server: SocketServer | None = None
@@ -285,6 +290,7 @@ class Daemon:
         return {"pid": os.getpid(), "workspace": str(self.ws.root),
                 "uptimeS": round(time.time() - self.started_at, 1),
                 "startMs": round(self.start_ms, 1), "watches": self.source.watch_count(),
+                "unwatched": [os.fsdecode(d) for d in self.engine.reported_unwatched],
                 "rssKb": _rss_kb(), "cpuS": round(time.process_time(), 3),
                 "dirty": len(self.engine.dirty), "openWindows": sorted(self.engine.tracker.windows),
                 "snapshotMode": self.engine.git_mode or "incremental", **counts,

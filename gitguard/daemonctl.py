@@ -29,6 +29,8 @@ from gitguard.errors import GitguardError
 from gitguard.store import Store
 from gitguard.workspace import Workspace
 
+UNWATCHED_FILE = "daemon.unwatched"   # what the running daemon cannot watch (JSON)
+
 LOG_NAME = "daemon.log"
 LOG_LIMIT = 1024 * 1024
 START_TIMEOUT_S = 120.0

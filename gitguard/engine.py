@@ -12,9 +12,12 @@ start, whatever differs from it and from the newest checkpoint changed while nob
 watched and is `unknown`.
 
 Known limits: changes to `.git/info/exclude` or a global excludes file are not
-watched (`gitguard daemon` rescans on request); ignored directories are watched
-like any other (their events are dropped here, after an ignore check); a call
-window stays open until the call ends or the ledger says it stopped running.
+watched (`gitguard daemon` rescans on request); ignored directories with no tracked
+file are not watched at all (their events would be dropped here anyway); directories
+the kernel refuses a watch for (the inotify watch limit) are scanned at every call
+boundary instead, so a change there is seen late (at the next boundary) and owned by
+whatever windows are open then; a call window stays open until the call ends or the
+ledger says it stopped running.
 """
 
 from __future__ import annotations
@@ -35,10 +38,20 @@ from typing import Any
 import pygit2
 
 from gitguard import attrlog, checkpoints, ledger, packwrite
-from gitguard.attribution import FsEvent, Tracker, Verdict, expectations, is_declared_only
+from gitguard.attribution import (
+    USER,
+    FsEvent,
+    Tracker,
+    Verdict,
+    expectations,
+    is_declared_only,
+)
+from gitguard.daemonctl import UNWATCHED_FILE
 from gitguard.errors import StoreError
 from gitguard.fastsnap import blob_at, diff_trees
+from gitguard.integrations import background
 from gitguard.models import ToolLedgerEntry
+from gitguard.replay import never_ran
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 from gitguard.treebuild import (
@@ -94,6 +107,8 @@ class Engine:
         self.state_since: float | None = None     # daemon.state behind recorded_tree since
         self.counts: collections.Counter[str] = collections.Counter()
         self.state_path = store.root / "daemon.state"
+        self.reported_unwatched: list[bytes] = []
+        self.held: set[str] = set()     # changed paths whose verdict an open window owes
         self.fanouts = packwrite.Fanouts(self.repo, store)    # at start and in idle time
         if not self.ws.is_git and self.repo.workdir is None:
             self.repo.workdir = str(self.ws.root)   # ignore rules need a work tree
@@ -101,11 +116,14 @@ class Engine:
     # --- start and stop ---------------------------------------------------------------
     def start(self) -> None:
         """Watch first, then scan: a change made during the scan is seen either way."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.store.root / UNWATCHED_FILE).unlink()   # an earlier daemon's
         self.source.start()
         with self.store.writing():
             baselines = self._baselines()
             self.lost = bool(baselines)
             self._full_scan("start", baselines)
+            self._unwatched()       # said at once, not at the first call
             self._reopen_windows()
         self.fanouts.check()
         # What start built lives as long as the daemon: out of the cyclic GC's reach, a
@@ -229,8 +247,21 @@ class Engine:
 
     # --- snapshots ----------------------------------------------------------------------
     def tree_now(self) -> TreeResult:
-        """The workspace tree now. Callers hold the store lock (the stat index may change)."""
+        """The workspace tree now. Callers hold the store lock (the stat index may change).
+
+        Directories the kernel would not watch (the inotify watch limit) are scanned here,
+        at every call boundary: what changed in them since the last tree is fed to the
+        tracker as seen now, so a call ending owns what it wrote there (or shares it)."""
         self.sync()
+        unwatched = self._unwatched()
+        before = self.tree.tree if self.tree is not None else None
+        self.dirty.update(unwatched)
+        result = self._advance()
+        if unwatched and before is not None and before != result.tree:
+            self._observe_unwatched(before, result.tree, unwatched)
+        return result
+
+    def _advance(self) -> TreeResult:
         if self.rescan_reason is not None or self.tree is None or self.git_mode is not None:
             return self._full_scan(self.rescan_reason or self.git_mode or "first tree")
         try:
@@ -240,6 +271,42 @@ class Engine:
         self.counts["incremental"] += 1
         self.dirty.clear()
         return result
+
+    def _unwatched(self) -> list[bytes]:
+        """The directories without a watch that hold what we snapshot; said once in the log
+        and in `daemon.unwatched` (which `daemon status` and `status` read) when they change."""
+        found = self.source.unwatched()
+        if not found:
+            return []
+        dirs = sorted(d for d in found if not self._is_ignored(d + b"/"))
+        if dirs != self.reported_unwatched:
+            self.reported_unwatched = dirs
+            why = found[dirs[0]] if dirs else ""
+            names = [os.fsdecode(d) for d in dirs]
+            self.log.warning(
+                "%d director%s not watched (%s; the inotify watch limit, "
+                "fs.inotify.max_user_watches, is reached): their changes are found by a "
+                "scan at each call's start and end. First: %s", len(names),
+                "y is" if len(names) == 1 else "ies are", why, ", ".join(names[:5]))
+            self._write_unwatched(names, why)
+        return dirs
+
+    def _observe_unwatched(self, before: str, after: str, dirs: list[bytes]) -> None:
+        now = time.time()
+        tops = [os.fsdecode(d) + "/" for d in dirs]
+        for change in diff_trees(self.repo, before, after):
+            if any(change.path.startswith(top) for top in tops):
+                self.counts["unwatched_changes"] += 1
+                self.tracker.observe(FsEvent(change.path, "write", now))
+                self.tracker.observe(FsEvent(change.path, "close", now))
+
+    def _write_unwatched(self, names: list[str], why: str) -> None:
+        path = self.store.root / UNWATCHED_FILE
+        tmp = path.with_name(f".{path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps({"count": len(names), "why": why, "first": names[:20]}))
+        os.replace(tmp, path)
 
     def rescan(self, why: str) -> TreeResult:
         with self.store.writing():
@@ -319,12 +386,21 @@ class Engine:
             self.record(self.tracker.flush_user())
 
     def settle_windows(self, state: ledger.LedgerState) -> None:
-        """Windows of calls no longer running (marked uncertain, or ended by a process the
-        daemon did not serve) close; what they saw stays theirs."""
+        """Windows of calls no longer running close. A call that never ran (denied) owns
+        nothing: what its window saw is the user's. One that did not positively finish
+        (marked uncertain) cannot be told from the user: its changes are ambiguous. One
+        ended by a process the daemon did not serve keeps what it saw."""
         for call_id in list(self.tracker.windows):
             entry = state.entries.get(call_id)
-            if entry is None or entry.status != "started":
-                self.record(self.tracker.close(call_id, {}))
+            if entry is not None and entry.status == "started":
+                continue
+            verdicts = self.tracker.close(call_id, {})
+            if entry is not None and never_ran(entry):
+                verdicts = [Verdict(v.path, USER, "window", v.at) for v in verdicts]
+            elif entry is None or entry.status == "uncertain":
+                verdicts = [v if v.owner == USER else Verdict(v.path, v.owner, "ambiguous", v.at)
+                            for v in verdicts]
+            self.record(verdicts)
 
     def record(self, verdicts: list[Verdict]) -> None:
         """Persist the verdicts for what really changed since the last recorded tree: a
@@ -338,10 +414,18 @@ class Engine:
         changed = [c.path for c in diff_trees(self.repo, self.recorded_tree or current, current)]
         by_path = {v.path: v for v in verdicts}
         kept: list[Verdict] = []
-        for path in changed:
+        # A change another open window also saw gets its verdict when that window closes,
+        # after the recorded tree has moved past it (overlapping calls): held till then.
+        seen_open = {p for w in self.tracker.windows.values() for p in w.seen}
+        for path in [*changed, *sorted(self.held - set(changed))]:
             verdict = by_path.get(path) or _nearest_parent(by_path, path)
             if verdict is not None:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
+                self.held.discard(path)
+            elif path in seen_open or any(parent in seen_open for parent in _parents(path)):
+                self.held.add(path)
+            else:
+                self.held.discard(path)
         self.recorded_tree = current
         # daemon.state follows in idle time too (`sync_records`): two file creations and
         # renames per tool call fewer. A daemon killed before then leaves it older, as
@@ -351,9 +435,12 @@ class Engine:
             self.unsynced_since = self.unsynced_since or time.monotonic()
 
     def _reopen_windows(self) -> None:
+        running = background.call_ids(self.store)
         for entry in ledger.read(self.store).in_order():
             if entry.status == "started":
                 self.opened(entry, _input_of(self.store, entry))
+                if entry.call_id in running:
+                    self.tracker.to_background(entry.call_id)
 
     def persist(self, verdicts: Iterable[Verdict], sync: bool = True) -> int:
         written = attrlog.append(self.store, verdicts, sync)
@@ -408,6 +495,11 @@ class Engine:
         except BaseException:
             tmp.unlink(missing_ok=True)     # a full disk left an empty temp file behind
             raise
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
 def _nearest_parent(by_path: dict[str, Verdict], path: str) -> Verdict | None:

@@ -232,6 +232,9 @@ class Session(Versioned):
     started_at: str
     ended_at: str | None = None
     agent: str | None = None
+    # The session this one was forked from (Claude Code's --fork-session): the replay guard
+    # and the recovery note see the parent's calls as this session's own history.
+    parent_id: str | None = None
 
 
 class TraceEvent(Versioned):

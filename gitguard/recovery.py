@@ -40,7 +40,7 @@ from gitguard.recovery_scan import (
     usable,
     with_incomplete,
 )
-from gitguard.replay import Verdict, blocks, verdict
+from gitguard.replay import Verdict, blocks, never_ran, verdict
 from gitguard.snapshot import TreeResult
 from gitguard.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
 
@@ -51,7 +51,9 @@ INTERRUPTED = "interrupted: found started after a crash; its outcome is unknown"
 
 
 def never_started(entry: ToolLedgerEntry) -> bool:
-    return entry.status == "failed" and entry.started_at is None
+    """The tool did not run: planned and never started (a crash), or announced and then
+    denied before it ran (replay.never_ran)."""
+    return entry.status == "failed" and (entry.started_at is None or never_ran(entry))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,13 @@ def effective_policy(prior: ToolLedgerEntry, requested: ReplayPolicy) -> ReplayP
     return _ORDER[max(_RANK[requested], _RANK[prior.replay_policy], floor)]
 
 
+def never_ran(entry: ToolLedgerEntry) -> bool:
+    """A call the agent announced and then did not run (denied, blocked): closed failed with
+    an empty window (its post checkpoint is its pre), so it owns no change (calls.close_unrun)."""
+    return (entry.status == "failed" and entry.pre_checkpoint_id is not None
+            and entry.post_checkpoint_id == entry.pre_checkpoint_id)
+
+
 @dataclass(frozen=True)
 class Verdict:
     replayable: bool

@@ -35,6 +35,7 @@ from gitguard import (
 from gitguard.errors import GitguardError, UnsafePath
 from gitguard.fileops import GITLINK, FileState, Observed
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
+from gitguard.integrations import background, baselines
 from gitguard.models import (
     Attribution,
     Checkpoint,
@@ -113,9 +114,15 @@ def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
         expected_mode=after.mode if after else None)
 
 
-def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution]) -> None:
-    """Sort every candidate into a step, a conflict, or a path left alone."""
+def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
+           foreign: Mapping[str, str] | None = None) -> None:
+    """Sort every candidate into a step, a conflict, or a path left alone.
+
+    `foreign`: calls of other sessions (callId -> session) that ran in this worktree; a
+    change of theirs to a candidate makes it a conflict (one session's rollback never
+    reverts another's work)."""
     touches = timeline.by_path(records)      # once, not a pass over every record per path
+    foreign = foreign or {}
     for item in items:
         agent = item.last_agent_change()
         if item.now == item.base:
@@ -126,6 +133,10 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution])
             continue
         reason = timeline.foreign_touch(item, plan.checkpoint.created_at,
                                         touches.get(item.path, ()))
+        if reason is None:
+            other = next((c.owner for c in item.changes if c.owner in foreign), None)
+            if other is not None:
+                reason = f"{other} of session {foreign[other]} changed it too"
         if reason is None and item.now == UNKNOWN:
             reason = "it is neither a file nor a symlink now"
         if reason is None and any(s is not None and s.mode == GITLINK
@@ -157,16 +168,38 @@ def obstacles(steps: list[Step], observed: Mapping[str, Observed],
 
 # running ---------------------------------------------------------------------------------
 
+def sessions_of(state: ledger.LedgerState, target: Checkpoint) -> frozenset[str] | None:
+    """The sessions whose calls a rollback to `target` undoes: the target's own, when it
+    has calls (several agent sessions may share a worktree, and one's rollback must not
+    revert another's work); None (every session) for a checkpoint no session's calls
+    follow, such as one a git hook took."""
+    if target.session_id == baselines.GIT_SESSION:
+        return None
+    if any(e.session_id == target.session_id for e in state.entries.values()):
+        return frozenset({target.session_id})
+    return None
+
+
+def foreign_calls(state: ledger.LedgerState, own: frozenset[str] | None) -> dict[str, str]:
+    """callId -> session of the calls outside `own`."""
+    if own is None:
+        return {}
+    return {c: e.session_id for c, e in state.entries.items() if e.session_id not in own}
+
+
 def _candidates(g: Guard, state: ledger.LedgerState, line: timeline.Timeline,
-                rows: list[Any]) -> dict[str, str]:
+                rows: list[Any], own: frozenset[str] | None = None) -> dict[str, str]:
     """Paths agent calls changed after the target, each with where it was read from.
 
     A call a crash left open has no file patches: its declared paths count, and for an
     agent's call whatever changed from its pre checkpoint to the next one (or to now).
+    `own`: only calls of these sessions (None: all).
     """
     paths: dict[str, str] = {}
     for window in line.agent_windows():
         entry = state.entries[window.call_id]
+        if own is not None and entry.session_id not in own:
+            continue
         source = f"ledger entry {entry.call_id}"
         if window.ended:
             paths.update((p.path, source) for p in entry.file_patches)
@@ -252,6 +285,7 @@ class Facts:
     items: dict[str, PathHistory]
     on_disk: dict[str, FileState] = field(default_factory=dict)
     conversion: gitfilters.Conversion | None = None
+    foreign: dict[str, str] = field(default_factory=dict)    # other sessions' calls
 
     def now(self) -> dict[str, FileState | None]:
         """Each path's state now as git stores it (the safety checkpoint's content)."""
@@ -265,8 +299,10 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
     index = index if index is not None else checkpoints.read_index(g.store)
     state = ledger.read(g.store)
     line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
-                          lambda entry: planned_targets(g, entry))
-    sources = _candidates(g, state, line, index.rows)
+                          lambda entry: planned_targets(g, entry),
+                          background=background.call_ids(g.store))
+    own = sessions_of(state, target)
+    sources = _candidates(g, state, line, index.rows, own)
     plain_dirs: dict[str, bool] = {}
     real_dirs: set[str] = set()
     for path, source in sources.items():
@@ -299,7 +335,7 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
             if seen.state is not None and clean is not None and clean != seen.state:
                 on_disk[path], now[path] = seen.state, clean
     items = {p: timeline.history(line, p, lookup, now[p]) for p in observed}
-    return Facts(state, observed, items, on_disk, convert)
+    return Facts(state, observed, items, on_disk, convert, foreign_calls(state, own))
 
 
 def _git_form(convert: gitfilters.Conversion, root: Path, seen: Observed,
@@ -323,7 +359,8 @@ def _git_form(convert: gitfilters.Conversion, root: Path, seen: Observed,
 
 def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     plan = Plan(target)
-    decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items))
+    decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items),
+           facts.foreign)
     under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
              if facts.observed[s.path].kind == "dir"}
     blocked = obstacles(plan.steps, facts.observed, under)

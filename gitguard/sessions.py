@@ -1,4 +1,11 @@
-"""Agent sessions of one worktree: started and ended events in sessions.jsonl."""
+"""Agent sessions of one worktree: started, ended and reopened events in sessions.jsonl.
+
+A session outlives its processes (DESIGN.md, Sessions): Claude Code ends every `-p` run
+and every interactive exit with SessionEnd, and `--resume ID` / `--continue` come back
+under the same id. An ended session is therefore only closed for the time being: any
+later start of the same id reopens it with its whole ledger. A fork (`--fork-session`)
+is a new id with a `parentId`; `lineage` gives the ids whose calls it inherits.
+"""
 
 from __future__ import annotations
 
@@ -25,19 +32,43 @@ def open_session(store: Store) -> Session | None:
     return None
 
 
-def start(store: Store, session_id: str | None = None, agent: str | None = None) -> Session:
-    """Under the store lock."""
+def start(store: Store, session_id: str | None = None, agent: str | None = None,
+          parent_id: str | None = None) -> Session:
+    """The session, opened: a new one, the open one, or an ended one reopened (never an
+    error because it ended). `parent_id` links a fork to the session it came from; a
+    link once made is kept. Under the store lock."""
     session_id = session_id or clock.session_id()
     _check_id(session_id)
+    if parent_id == session_id:
+        parent_id = None
     for existing in read(store):
-        if existing.session_id == session_id:
-            if existing.ended_at is None:
-                return existing
-            raise GitguardError(f"session {session_id} has ended",
-                                "start a new session with another id")
-    session = Session(session_id=session_id, started_at=clock.stamp(), agent=agent)
+        if existing.session_id != session_id:
+            continue
+        link = parent_id if existing.parent_id is None else existing.parent_id
+        if existing.ended_at is None and link == existing.parent_id:
+            return existing
+        reopened = existing.model_copy(update={"ended_at": None, "parent_id": link,
+                                               "agent": existing.agent or agent})
+        durable.append_jsonl(store.sessions_path, [reopened.to_json()])
+        return reopened
+    session = Session(session_id=session_id, started_at=clock.stamp(), agent=agent,
+                      parent_id=parent_id)
     durable.append_jsonl(store.sessions_path, [session.to_json()])
     return session
+
+
+def lineage(store: Store, session: Session) -> tuple[str, ...]:
+    """The session's id, then its parent's, grandparent's, ... (a fork's inherited history)."""
+    if session.parent_id is None:
+        return (session.session_id,)
+    known = {s.session_id: s for s in read(store)}
+    chain = [session.session_id]
+    parent: str | None = session.parent_id
+    while parent is not None and parent not in chain:
+        chain.append(parent)
+        found = known.get(parent)
+        parent = found.parent_id if found is not None else None
+    return tuple(chain)
 
 
 def end(store: Store, session_id: str) -> Session:

@@ -23,6 +23,7 @@ from gitguard import durable
 from gitguard.attribution import USER
 from gitguard.fileops import FileState
 from gitguard.models import Attribution, CheckpointIndexRow, Confidence, ToolLedgerEntry
+from gitguard.replay import never_ran
 from gitguard.store import Store
 
 NOW = sys.maxsize                          # the position of the working tree as it is
@@ -47,13 +48,25 @@ class Window:
     coarse: bool = False
     patches: tuple[tuple[str, FileState | None, FileState | None], ...] = ()
     status: str = ""            # the call's ledger status (a reconciled one is settled)
+    unfinished: Confidence = "unknown"     # a crash: unknown; closed uncertain: ambiguous
+    # An ended call's recorded paths: what it changed. A change to another path inside
+    # its window was someone else's (another session's call, the user). None: not known
+    # (it never finished), so it may have changed anything there.
+    changed: frozenset[str] | None = None
+    # It ran on in the background beside other work: none of its changes is surely its.
+    background: bool = False
+
+    def claims(self, path: str) -> bool:
+        return self.changed is None or path in self.changed
 
     def confidence(self, path: str, after: FileState | None) -> Confidence:
+        if self.background:
+            return "ambiguous"
         if self.ended:
             return "exact" if path in self.declared else "window"
         if self.planned is not None and path in self.planned and self.planned[path] == after:
             return "exact"
-        return "unknown"   # it never finished: a user edit since cannot be told apart
+        return self.unfinished   # it never finished: a user edit since cannot be told apart
 
     def unsettled(self) -> str:
         """Why a change in this unfinished window cannot be told apart from a later edit."""
@@ -100,10 +113,14 @@ class Timeline:
     points: list[tuple[int, str]]                # (position, tree) from the target on
     windows: list[Window] = field(default_factory=list)
 
-    def covering(self, start: int, end: int) -> Window | None:
-        """The innermost call window holding the stretch start..end, if any."""
+    def claiming(self, start: int, end: int, path: str) -> tuple[list[Window], int]:
+        """The call windows holding the stretch start..end that may have changed `path`,
+        innermost last, and how many windows hold the stretch at all. Windows overlap
+        when sessions, subagents or parallel calls run at once: an ended call whose
+        recorded patches leave the path out did not change it."""
         inside = [w for w in self.windows if w.start <= start and end <= w.end]
-        return max(inside, key=lambda w: w.start) if inside else None
+        claiming = sorted((w for w in inside if w.claims(path)), key=lambda w: w.start)
+        return claiming, len(inside)
 
     def agent_windows(self) -> list[Window]:
         """Calls whose window reaches past the target: their changes may need undoing."""
@@ -137,11 +154,12 @@ class Timeline:
 
 def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], target_id: str,
           entries: Iterable[ToolLedgerEntry],
-          planned: Callable[[ToolLedgerEntry], Mapping[str, FileState | None] | None]
-          ) -> Timeline:
+          planned: Callable[[ToolLedgerEntry], Mapping[str, FileState | None] | None],
+          background: Collection[str] = ()) -> Timeline:
     """`tree_of` maps a snapshot commit to its tree; only checkpoints from the target on need it.
 
-    `planned` gives, for a gitguard entry a crash left open, what it meant to write.
+    `planned` gives, for a gitguard entry a crash left open, what it meant to write;
+    `background`, the calls that ran on in the background (integrations.background).
     """
     position = {row.checkpoint_id: i for i, row in enumerate(rows)}
     target = position[target_id]
@@ -169,6 +187,12 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
         # paths, everything that changed inside it, confidence unknown), even once it
         # is reconciled.
         ended = end is not None and (end == NOW or rows[end].kind != "resume")
+        if never_ran(entry):
+            continue                          # denied before it ran: it owns nothing
+        # Closed without its own end (no PostToolUse, the transcript could not tell): what
+        # changed in its window cannot be told from a user edit (DESIGN.md, Attribution).
+        unsure = ended and entry.status == "uncertain"
+        ended = ended and not unsure
         if end is None:
             end = start + 1 if start + 1 < len(rows) else NOW
         if end <= target:
@@ -182,7 +206,10 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             None if ended else planned(entry), coarse,
             tuple((p.path, _state(p.before_hash, p.before_mode),
                    _state(p.after_hash, p.after_mode)) for p in entry.file_patches)
-            if coarse else (), entry.status))
+            if coarse else (), entry.status,
+            "ambiguous" if unsure else "unknown",
+            changed=frozenset(p.path for p in entry.file_patches) if ended else None,
+            background=entry.call_id in background))
     return timeline
 
 
@@ -219,16 +246,41 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
     for (start, before), (end, after) in zip(states, states[1:], strict=False):
         if before == after:
             continue
-        window = timeline.covering(start, end)
-        if window is None:
+        claiming, open_windows = timeline.claiming(start, end, path)
+        if not claiming:
             changes.append(Change(before, after, USER, "window", None, end))
-        elif window.coarse and window.ended:
+            continue
+        window = claiming[-1]
+        if all(w.coarse and w.ended for w in claiming):
+            # gc stretched these windows over the same kept checkpoints: their recorded
+            # patches tell the chain of changes (one call after another, not at once).
             changes.append(timeline.across_pruned(window, path, start, end, before, after))
+        elif len(claiming) > 1:
+            # Two calls open at once both account for this change: neither surely made it.
+            names = ", ".join(w.call_id for w in claiming)
+            changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
+                                  end, why=f"calls {names} ran at once and each may have "
+                                           "changed it"))
+        elif open_windows > 1 and path not in window.declared and not window.coarse:
+            # Overlapping windows: only a path exactly one open call declared is surely
+            # that call's (DESIGN.md, Attribution); a shell's undeclared change beside
+            # other work could be anyone's, the user's included.
+            changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
+                                  end, why=f"{window.call_id} ran beside other calls and did "
+                                           "not declare it: the change cannot be told from a "
+                                           "user edit"))
         else:
             confidence = window.confidence(path, after)
+            if window.background:
+                why: str | None = (f"{window.call_id} ran in the background beside other "
+                                   "work: a change in its window cannot be told from a user "
+                                   "edit")
+            elif confidence in ("unknown", "ambiguous") and not window.ended:
+                why = window.unsettled()
+            else:
+                why = None
             changes.append(Change(before, after, window.call_id, confidence, window.patch_ref,
-                                  end, why=window.unsettled() if confidence == "unknown"
-                                  and not window.ended else None))
+                                  end, why=why))
     return PathHistory(path, states[0][1], now, tuple(changes))
 
 

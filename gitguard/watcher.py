@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import itertools
 import os
 import queue
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -67,6 +69,59 @@ class Source(Protocol):
     def plant_barrier(self, token: int) -> None: ...
 
     def watch_count(self) -> int: ...
+
+    def unwatched(self) -> dict[bytes, str]: ...
+
+
+WATCH_LIMIT_ERRNOS = frozenset({errno.ENOSPC, errno.EMFILE})
+
+
+class IgnoredDirs:
+    """Which directories git ignores and holds no tracked file in: never watched (an
+    ignored `node_modules` of 20k files cost ~800 watches and ~4 s of CPU to watch).
+
+    Asked from the thread that starts the watch and from watchdog's reader thread (new
+    directories): each thread opens its own repository (pygit2 objects belong to one
+    thread). Tracked directories are read from the index once per thread, only when an
+    ignored directory is met; a directory git ignores is not snapshotted either, and a
+    rule change makes the daemon rescan."""
+
+    def __init__(self, root: Path, repository: Path) -> None:
+        self.prefix = os.fsencode(root).rstrip(b"/") + b"/"
+        self.repository = repository
+        self.local = threading.local()
+
+    def __call__(self, directory: bytes) -> bool:
+        if not directory.startswith(self.prefix):
+            return False
+        try:
+            rel = directory[len(self.prefix):].decode()
+        except UnicodeDecodeError:
+            return False
+        repo = self._repo()
+        if repo is None or not repo.path_is_ignored(rel + "/"):
+            return False
+        return rel not in self._tracked_dirs(repo)
+
+    def _repo(self) -> Any:
+        if not hasattr(self.local, "repo"):
+            import pygit2
+
+            try:
+                self.local.repo = pygit2.Repository(str(self.repository))
+            except pygit2.GitError:
+                self.local.repo = None
+        return self.local.repo
+
+    def _tracked_dirs(self, repo: Any) -> set[str]:
+        if not hasattr(self.local, "tracked"):
+            dirs: set[str] = set()
+            for entry in repo.index:
+                parts = entry.path.split("/")[:-1]
+                dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+            self.local.tracked = dirs
+        tracked: set[str] = self.local.tracked
+        return tracked
 
 
 class PathFilter:
@@ -182,13 +237,38 @@ class WatchdogSource:
     """A recursive inotify watch on the workspace through watchdog's inotify layer."""
 
     def __init__(self, root: Path, store: Path, sink: queue.SimpleQueue[Any],
-                 skip_names: tuple[bytes, ...] = ()) -> None:
+                 skip_names: tuple[bytes, ...] = (),
+                 ignored: Callable[[bytes], bool] | None = None) -> None:
         self.root = root
         self.sink = sink
         self.filter = PathFilter(root, skip_names)
         self.barriers = Barriers(root, store)
+        self.ignored = ignored or (lambda _directory: False)
         self._fd: Any = None
         self._group: Any = None
+        # Directories the kernel refused a watch for (the inotify watch limit): workspace-
+        # relative path -> why. Written by whichever thread adds watches, read by the worker.
+        self._failed: dict[bytes, str] = {}
+        self._outer: dict[bytes, str] | None = {}
+        self._failed_lock = threading.Lock()
+
+    def watch_failed(self, directory: bytes, exc: OSError) -> None:
+        """A directory stays unwatched: the worker scans it at every call boundary."""
+        rel = self.filter.relative(directory)
+        if rel is None:
+            return
+        with self._failed_lock:
+            self._failed[rel] = f"inotify_add_watch: {exc.strerror or exc}"
+            self._outer = None
+
+    def unwatched(self) -> dict[bytes, str]:
+        """The unwatched directories, outermost only (a scan of one covers those below)."""
+        with self._failed_lock:
+            if self._outer is None:
+                failed = self._failed
+                self._outer = {d: why for d, why in failed.items()
+                               if not any(a in failed for a in _ancestors(d))}
+            return self._outer
 
     def start(self) -> None:
         from watchdog.observers.inotify_c import InotifyConstants as C
@@ -250,6 +330,11 @@ class WatchdogSource:
         rel = self.filter.relative(path)
         if rel is not None:
             self.sink.put(Raw(kind, rel, now, directory=directory))
+
+
+def _ancestors(path: bytes) -> list[bytes]:
+    parts = path.split(b"/")
+    return [b"/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _kind(event: Any) -> EventKind | None:
@@ -328,20 +413,44 @@ def _group_class() -> Any:
             directory, which lives there); also run after an overflow and for new or
             moved-in directories."""
             assert self.source is not None
-            unwatched = self.source.filter.unwatched
-            if unwatched(path):
+            source = self.source
+            unwatched = source.filter.unwatched
+
+            def skipped(directory: bytes) -> bool:
+                return unwatched(directory) or (directory != self.path
+                                                and source.ignored(directory))
+
+            if skipped(path):
                 return
             self._add_callback(path)
-            if path == self.path and self.source.barriers.in_tree:
-                self._add_callback(os.fsencode(self.source.barriers.dir))
+            if path == self.path and source.barriers.in_tree:
+                self._add_callback(os.fsencode(source.barriers.dir))
             if not os.path.isdir(path):
                 return
             for top, dirnames, _ in os.walk(path):
-                dirnames[:] = [d for d in dirnames if not unwatched(os.path.join(top, d))]
+                dirnames[:] = [d for d in dirnames if not skipped(os.path.join(top, d))]
                 for name in dirnames:
                     full = os.path.join(top, name)
                     if not os.path.islink(full):
                         self._add_callback(full)
+
+        def _add_callback(self, path: bytes) -> None:
+            """watchdog's, except that a directory the kernel refuses a watch for (the
+            watch limit: ENOSPC) is reported, not passed over in silence: the daemon
+            then scans it at call boundaries and says so. A directory that vanished
+            or cannot be read is passed over as before; the root's failure is raised."""
+            assert self.source is not None
+            try:
+                wd = self._inotify_fd.add_callback(path, self.event_mask, self._callback,
+                                                   self._id)
+            except OSError as exc:
+                if path == self.path:
+                    raise
+                if exc.errno in WATCH_LIMIT_ERRNOS:
+                    self.source.watch_failed(path, exc)
+                return
+            self._active_callbacks_by_path[path] = wd
+            self._active_callbacks_by_watch[wd] = path
 
     return Group
 
@@ -366,6 +475,9 @@ class ScriptedSource:
 
     def watch_count(self) -> int:
         return 0
+
+    def unwatched(self) -> dict[bytes, str]:
+        return {}
 
     def emit(self, kind: RawKind, path: str = "", directory: bool = False) -> None:
         """Queue what the kernel would report; times increase by a millisecond per event."""

@@ -245,7 +245,21 @@ def test_overlapping_calls() -> None:
     write(edit_and_shell, "a", 1.0)
     write(edit_and_shell, "out", 2.0)
     assert verdicts(edit_and_shell, "e1") == [("a", "e1", "exact")]
-    assert verdicts(edit_and_shell, "s1") == [("out", "s1", "window")]
+    # Overlapping windows: a path no open call declared is ambiguous (DESIGN.md).
+    assert verdicts(edit_and_shell, "s1") == [("out", "s1", "ambiguous")]
+
+    background = Tracker()                  # a shell left running in the background
+    background.open("bg", [], False)
+    background.to_background("bg")
+    write(background, "log.txt", 1.0)
+    assert verdicts(background, "bg") == [("log.txt", "bg", "ambiguous")]
+
+    shell_and_declared = Tracker()          # one declarer wins beside a running shell
+    shell_and_declared.open("s1", [], False)
+    shell_and_declared.open("w1", ["a"], True)
+    write(shell_and_declared, "a", 1.0)
+    assert verdicts(shell_and_declared, "w1") == [("a", "w1", "exact")]
+    assert verdicts(shell_and_declared, "s1") == []
 
     two_shells = Tracker()
     two_shells.open("s1", [], False)

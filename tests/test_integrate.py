@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import gg
 from gitguard.integrations import claude_settings, codex_settings
@@ -37,7 +41,7 @@ def test_integrate_keeps_every_other_setting_and_is_idempotent(repo: Path) -> No
         {k: USER_SETTINGS[k] for k in ("permissions", "env", "model")}
     assert merged["hooks"]["Notification"] == USER_SETTINGS["hooks"]["Notification"]
     assert merged["hooks"]["PostToolUse"][0] == USER_SETTINGS["hooks"]["PostToolUse"][0]
-    expected = f"{sys.executable} -m gitguard hook claude-code"
+    expected = claude_settings.command(sys.executable, Path(".git/gitguard/bin/gitguard"))
     for event in claude_settings.EVENTS:
         ours = [h for g in merged["hooks"][event] for h in g["hooks"]
                 if "gitguard hook claude-code" in h["command"]]
@@ -60,7 +64,8 @@ def test_integrate_creates_and_removes_its_own_file(repo: Path) -> None:
     settings = repo / ".claude" / "settings.local.json"
     assert result.changed and settings.exists()
     command = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert command == "'/opt/py env/bin/python' -m gitguard hook claude-code"
+    assert command.endswith("exec '/opt/py env/bin/python' -m gitguard hook claude-code")
+    assert command.startswith('c="$CLAUDE_PROJECT_DIR"/.git/gitguard/bin/gitguard;')
     assert claude_settings.integrate(ws, python="/usr/bin/python3").changed  # path updated
     assert claude_settings.integrate(ws, remove=True).changed
     assert not (repo / ".claude").exists()
@@ -104,3 +109,53 @@ def test_integrate_codex_writes_its_hooks_file_and_the_events_reach_the_ledger(
 
     gg(repo, "integrate", "codex", "--remove")
     assert json.loads(hooks_file.read_text()) == mine
+
+
+def _run_hook(command: str, cwd: Path, event: dict[str, object],
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", command], cwd=cwd, input=json.dumps(event),
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_the_hook_commands_keep_working_when_the_repository_moves(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the native client built (a compiler here), and after the store moved with the
+    repository, the commands written still run."""
+    cc = shutil.which("cc")
+    assert cc is not None, "this test builds the native client: a C compiler must be on PATH"
+    monkeypatch.setenv("GITGUARD_CC", cc)
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    gg(repo, "integrate", "claude-code")
+    codex = json.loads(gg(repo, "integrate", "codex", "--json").stdout)
+    moved = repo.parent / "moved project"
+    repo.rename(moved)
+    claude = json.loads((moved / ".claude" / "settings.local.json").read_text())
+    [cc_pre] = [h["command"] for g in claude["hooks"]["PreToolUse"] for h in g["hooks"]]
+    event = payload("claude_code/pre_tool_use_edit.json", moved)
+    ran = _run_hook(cc_pre, moved / "src", event, {"CLAUDE_PROJECT_DIR": str(moved)})
+    assert (ran.returncode, json.loads(ran.stdout)) == (0, {}), ran.stderr
+    hooks = json.loads((moved / ".codex" / "hooks.json").read_text())["hooks"]
+    [cx_pre] = [h["command"] for g in hooks["PreToolUse"] for h in g["hooks"]]
+    assert "$(git rev-parse --show-toplevel" in cx_pre
+    event = payload("codex/pre_tool_use_bash.json", moved)
+    ran = _run_hook(cx_pre, moved, event)
+    assert (ran.returncode, json.loads(ran.stdout)) == (0, {}), ran.stderr
+    ledger = {e["callId"] for e in json.loads(gg(moved, "ledger", "--json").stdout)}
+    assert ledger == {"toolu_01EditAppPy9fQ2", event["tool_use_id"]}
+    assert "/hooks" in codex["next"]
+
+
+def test_status_names_an_integrated_agent_that_never_reached_gitguard(repo: Path) -> None:
+    done = gg(repo, "integrate", "codex")
+    assert "trust gitguard's hooks in `/hooks`" in done.stdout
+    gg(repo, "integrate", "claude-code")
+    status = gg(repo, "status")
+    assert "agent codex: integrated" in status.stdout and "/hooks" in status.stdout
+    assert "agent claude-code: integrated" in status.stdout
+    hooks = json.loads((repo / ".codex" / "hooks.json").read_text())["hooks"]
+    [start] = [h["command"] for g in hooks["SessionStart"] for h in g["hooks"]]
+    ran = _run_hook(start, repo, payload("codex/session_start_resume.json", repo))
+    assert ran.returncode == 0, ran.stderr
+    agents = {a["agent"]: a for a in json.loads(gg(repo, "status", "--json").stdout)["agents"]}
+    assert agents["codex"]["reached"] and not agents["claude-code"]["reached"]
+    assert "agent codex" not in gg(repo, "status").stdout

@@ -58,21 +58,33 @@ def test_the_build_is_kept_until_its_key_changes(repo: Path) -> None:
     assert native.stat().st_mtime_ns != first, "another interpreter: built again"
 
 
-def test_no_compiler_or_a_failed_build_keeps_the_python_command(
+def test_the_hook_command_is_one_with_or_without_a_compiler(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No compiler, a failed build or a built client: the same command, which runs the
+    client when it is there and the Python entry otherwise."""
     gg(repo, "init", "--no-hooks", "--no-daemon")
     ws = discover(repo)
     monkeypatch.setenv("GITGUARD_CC", "/bin/false")
     assert nativeclient.build(ws.store_dir) is None
     claude_settings.integrate(ws)
-    settings = json.loads((repo / ".claude" / "settings.local.json").read_text())
-    command = settings["hooks"]["PreToolUse"][-1]["hooks"][-1]["command"]
-    assert command == f"{sys.executable} -m gitguard hook claude-code"
+    path = repo / ".claude" / "settings.local.json"
+    command = json.loads(path.read_text())["hooks"]["PreToolUse"][-1]["hooks"][-1]["command"]
+    event = payload("claude_code/pre_tool_use_edit.json", repo)
+    env = {"CLAUDE_PROJECT_DIR": str(repo)}
+    ran = _run(["sh", "-c", command], repo, json.dumps(event).encode(), env)
+    assert (ran.returncode, json.loads(ran.stdout)) == (0, {}), ran.stderr
     monkeypatch.setenv("GITGUARD_CC", str(CC))
-    assert claude_settings.integrate(ws).changed, "built now: the command moves to it"
-    settings = json.loads((repo / ".claude" / "settings.local.json").read_text())
-    command = settings["hooks"]["PreToolUse"][-1]["hooks"][-1]["command"]
-    assert command == f"{nativeclient.path(ws.store_dir)} hook claude-code"
+    assert not claude_settings.integrate(ws).changed, "built now: the command stays"
+    assert nativeclient.built(ws.store_dir) is not None
+    # The built client answers through the daemon: an interpreter that does not exist is
+    # never started.
+    broken = claude_settings.command("/nonexistent/python3", claude_settings.native_path(ws))
+    with running_daemon(repo):
+        event = {**event, "tool_use_id": "toolu_native"}
+        ran = _run(["sh", "-c", broken], repo, json.dumps(event).encode(), env)
+        assert (ran.returncode, json.loads(ran.stdout)) == (0, {}), ran.stderr
+    ledger = {e["callId"] for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    assert {"toolu_01EditAppPy9fQ2", "toolu_native"} <= ledger
 
 
 def test_with_a_daemon_it_answers_what_the_python_client_answers(repo: Path) -> None:

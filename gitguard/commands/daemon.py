@@ -92,6 +92,12 @@ def daemon_status(ctx: Ctx, as_json: bool) -> None:
         click.echo(f"  {found.get('watches', '?')} inotify watches, "
                    f"{found.get('rssKb', 0) // 1024} MiB resident, "
                    f"{found.get('cpuS', 0)} s CPU, up {found.get('uptimeS', 0)} s")
+        unwatched = found.get("unwatched") or []
+        if unwatched:
+            click.echo(f"  {len(unwatched)} director{'y' if len(unwatched) == 1 else 'ies'} "
+                       "not watched (the inotify watch limit, fs.inotify.max_user_watches, is "
+                       "reached): scanned at each call's start and end instead. First: "
+                       + ", ".join(unwatched[:5]))
         click.echo(f"  snapshots: {found.get('incremental', 0)} incremental, "
                    f"{found.get('full_scans', 0)} full scans "
                    f"({found.get('snapshotMode', '?')}); {found.get('records', 0)} attributions")

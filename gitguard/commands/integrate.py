@@ -41,21 +41,32 @@ def integrate_codex(ctx: Ctx, remove: bool, as_json: bool) -> None:
     """Merge gitguard's hooks into .codex/hooks.json (every other hook stays).
 
     SessionStart, UserPromptSubmit, PreToolUse, PostToolUse and Stop call
-    `gitguard hook claude-code` (Codex sends the same event shape). Codex before 0.124
-    needs `[features] codex_hooks = true` in its config.toml to run hooks.
+    `gitguard hook claude-code` (Codex sends the same event shape). Codex runs a
+    project's hooks only once you trust them: open `codex` in the project and trust
+    them in `/hooks` (once, and again after they change). Codex before 0.124 also needs
+    `[features] codex_hooks = true` in its config.toml.
 
     Example: gitguard integrate codex
     """
     from gitguard.integrations import codex_settings
 
-    _merge(ctx, codex_settings.integrate, remove, as_json)
+    _merge(ctx, codex_settings.integrate, remove, as_json, codex_settings.TRUST_NOTE)
 
 
-def _merge(ctx: Ctx, integrate_into: Callable[..., Any], remove: bool, as_json: bool) -> None:
+def _merge(ctx: Ctx, integrate_into: Callable[..., Any], remove: bool, as_json: bool,
+           then: str | None = None) -> None:
     guard = ctx.guard
-    result = integrate_into(guard.ws, remove=remove)
     if not remove:
-        guard.store.create()
+        guard.store.create()      # first: the hook command's fast path lives in the store
+    result = integrate_into(guard.ws, remove=remove)
     verb = "removed gitguard's hooks from" if remove else "gitguard's hooks are in"
-    emit(result.to_json(), as_json, lambda: click.echo(
-        f"{verb} {result.path}" + ("" if result.changed else " (already so; nothing changed)")))
+    value = result.to_json()
+    if not remove and then:
+        value["next"] = then
+
+    def human() -> None:
+        click.echo(f"{verb} {result.path}"
+                   + ("" if result.changed else " (already so; nothing changed)"))
+        if not remove and then:
+            click.echo(then)
+    emit(value, as_json, human)

@@ -8,7 +8,7 @@ from gitguard import verify as verify_mod
 from gitguard.attribution import owner_words
 from gitguard.cli import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
-from gitguard.integrations import baselines
+from gitguard.integrations import baselines, reach
 from gitguard.integrations.pushcheck import HIDDEN_PREFIX
 
 
@@ -26,6 +26,7 @@ def status(ctx: Ctx, as_json: bool) -> None:
     value["gitEvents"] = baselines.summary(ctx.guard.store) if found.git else None
     warning = _push_guard_warning(ctx)
     value["warnings"] = [warning] if warning else []
+    value["agents"] = reach.report(ctx.guard.ws)
 
     def human() -> None:
         if warning:
@@ -39,9 +40,19 @@ def status(ctx: Ctx, as_json: bool) -> None:
                    f"{found.checkpoints} checkpoint(s)")
         for d in found.dirty:
             click.echo(f"  {d.change} {d.path}  by {owner_words(d.owner, d.confidence)}")
+        unwatched = found.daemon.get("unwatched")
+        if unwatched:
+            click.echo(f"daemon: {unwatched.get('count')} director(ies) not watched (the inotify "
+                       "watch limit is reached; raise fs.inotify.max_user_watches): scanned at "
+                       "each call's start and end. First: "
+                       + ", ".join(unwatched.get("first", [])[:5]))
         for path in found.skipped:
             why = "dependency or build directory" if path.endswith("/") else "over the size cap"
             click.echo(f"  skipped ({why}): {path}")
+        for agent in value["agents"]:
+            if not agent["reached"]:
+                click.echo(f"agent {agent['agent']}: integrated ({agent['settings']}) but no "
+                           f"hook of it has reached gitguard yet; {agent['hint']}")
         if found.store_bytes:
             click.echo(f"store {found.store_bytes / 1e6:.2f} MB (files in {ctx.guard.store.root})")
         for move in (value["gitEvents"] or {}).get("moves", [])[-5:]:

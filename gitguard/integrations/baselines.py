@@ -116,6 +116,18 @@ def left_by_user(store: Store, snap: Snapshotter, index: Index, since_checkpoint
     return left
 
 
+def committed_by_user(store: Store, since: str) -> set[str]:
+    """The paths of the user's own changes committed at or after `since` (post-commit's
+    `CommitRecord.user_paths`): a call open meanwhile did not make them."""
+    if not since or not journal(store).exists():
+        return set()
+    found: set[str] = set()
+    for raw in durable.read_jsonl(journal(store)).records:
+        if raw.get("record") == "commit" and str(raw.get("at", "")) >= since:
+            found.update(CommitRecord.model_validate(raw).user_paths)
+    return found
+
+
 def summary(store: Store, limit: int = 20) -> dict[str, Any]:
     """The newest moves and commits, for `gitguard status`."""
     records = read(store) if store.exists() else []

@@ -7,16 +7,26 @@ never with a blocked tool.
 
 | event                      | gitguard                                                  |
 |----------------------------|-----------------------------------------------------------|
-| SessionStart               | the session (id = session_id); on `resume` or `compact`   |
-|                            | the recovery note goes back as `additionalContext`        |
-| PreToolUse                 | call begin (callId = tool_use_id; Edit/Write/MultiEdit    |
-|                            | paths declared); a refused replay -> `deny` or `ask`      |
-| PostToolUse                | call end succeeded, `tool_response` stored as the result  |
+| SessionStart               | the session opened (a known id is reopened: `--resume`,   |
+|                            | `--continue`; a fork is linked to its parent); on         |
+|                            | `resume` or `compact` the recovery note goes back as      |
+|                            | `additionalContext`                                       |
+| PreToolUse                 | calls left open that the transcript shows resolved are    |
+|                            | closed (`dangling.py`); then call begin (callId =         |
+|                            | tool_use_id; Edit/Write/MultiEdit/apply_patch paths       |
+|                            | declared); a refused replay -> `deny` (Claude Code: `ask` |
+|                            | where the policy asks; Codex never gets `ask`)            |
+| PostToolUse                | call end: succeeded, or failed when Codex's command       |
+|                            | exited non-zero; `tool_response` stored as the result     |
 | PostToolUseFailure         | call end failed, `error` stored as the result             |
-| PermissionDenied           | call end failed: the tool did not run                     |
-| UserPromptSubmit           | a post checkpoint referencing `transcript_path`           |
-| Stop, SessionEnd           | the same, after settling calls begun and never ended      |
-|                            | (`dangling.py`); SessionEnd also ends the session         |
+| PermissionDenied           | the call never ran: failed, owning nothing                |
+| UserPromptSubmit, Stop     | every call of the session still open is closed            |
+|                            | (`dangling.py`), then a post checkpoint referencing       |
+|                            | `transcript_path`                                         |
+| SessionEnd                 | the same; the session is ended until its next event       |
+| Bash `run_in_background`   | PostToolUse leaves the call open (`background.py`) until   |
+|                            | TaskOutput/TaskStop shows its end, or Stop no longer      |
+|                            | lists the task in `background_tasks`                      |
 
 gitguard never answers `allow`: that would skip the permission prompt the user's own
 settings ask for. With no objection it gives no decision and Claude Code decides.
@@ -30,9 +40,9 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from gitguard import durable, ledger, tools, trace
+from gitguard import calls, durable, ledger, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
-from gitguard.integrations import dangling, hooklog
+from gitguard.integrations import background, dangling, hooklog, reach, transcript
 from gitguard.models import TERMINAL
 from gitguard.workspace import safe_relpath
 
@@ -58,16 +68,37 @@ def handle(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     if handler is None:
         return {}
     try:
-        return handler(guard, payload)
+        reach.note(guard.store.root, agent_of(payload))
+        answer = handler(guard, payload)
     except Exception as exc:  # the agent must keep working whatever gitguard's state
         where = hooklog.log_failure(guard.store.root, f"claude-code {event}", exc)
         what = exc.message if isinstance(exc, GitguardError) else f"{type(exc).__name__}: {exc}"
         return {"systemMessage": f"gitguard: the {event} hook failed ({what}); the tool call "
                                  f"was not blocked. Details: {where}"}
+    return for_codex(answer) if agent_of(payload) == "codex" else answer
+
+
+def for_codex(answer: Answer) -> Answer:
+    """Codex treats `ask` (and fields it does not know) as a failed hook and runs the tool:
+    a refusal goes to it as `deny`, with the reason."""
+    specific = answer.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "ask":
+        reason = str(specific.get("permissionDecisionReason") or "")
+        return {**answer, "hookSpecificOutput": {
+            **specific, "permissionDecision": "deny",
+            "permissionDecisionReason": reason + " Codex cannot ask the user from a hook: "
+            "if running it again is safe, ask the user to approve it."}}
+    return answer
 
 
 def agent_of(payload: Mapping[str, Any]) -> str:
-    return "codex" if "turn_id" in payload else "claude-code"
+    """Codex sends a `turn_id` with its turn events; its SessionStart has none, but its
+    transcript is a rollout file (`.../rollout-<time>-<thread id>.jsonl`)."""
+    if "turn_id" in payload:
+        return "codex"
+    path = payload.get("transcript_path")
+    name = path.replace("\\", "/").rsplit("/", 1)[-1] if isinstance(path, str) else ""
+    return "codex" if name.startswith("rollout-") else "claude-code"
 
 
 def session_of(payload: Mapping[str, Any]) -> str | None:
@@ -101,8 +132,9 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> l
     key = PATH_KEYS.get(tool)
     if key and isinstance(tool_input.get(key), str):
         raw.append(tool_input[key])
-    if tool == "apply_patch":  # Codex: the patch text names its files
-        text = tool_input.get("input") or tool_input.get("patch") or ""
+    if tool == "apply_patch":  # Codex: the patch text (tool_input.command) names its files
+        text = (tool_input.get("command") or tool_input.get("input")
+                or tool_input.get("patch") or "")
         raw += _PATCH_PATHS.findall(text) if isinstance(text, str) else []
     found: list[str] = []
     for path in raw:
@@ -116,6 +148,10 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> l
 def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     tool, tool_input = _tool(payload)
     call_id, session_id = call_id_of(payload), session_of(payload)
+    _link_fork(guard, payload)
+    # Calls of this session still open whose result the transcript already holds never
+    # got their end event: close them before this call's window opens.
+    dangling.settle(guard, session_id, _transcript(payload), "pre-tool-use", turn_over=False)
     try:
         guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
                          writes=declared_writes(guard, tool, tool_input))
@@ -153,13 +189,50 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
         with guard.store.writing():
             trace.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
                        callId=entry.call_id, tool=tool)
-    guard.end_call(entry.call_id, status, result)
+    task = background.launched(payload) if status == "succeeded" else None
+    if task is not None:
+        # It goes on running: its window stays open until its end is observed.
+        guard.background_call(entry.call_id, task)
+    else:
+        guard.end_call(entry.call_id, status, result)
+    ended = background.ended_by(payload)
+    if ended is not None:
+        background.end_task(guard, ended)
     return {}
 
 
 def _post_success(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     response = payload.get("tool_response")
-    return _post_tool_use(guard, payload, "succeeded", durable.canonical_json(response))
+    result = durable.canonical_json(response)
+    failed = codex_failure(payload) if agent_of(payload) == "codex" else None
+    if failed is not None:
+        return _post_tool_use(guard, payload, "failed", f"{failed}\n".encode() + result)
+    return _post_tool_use(guard, payload, "succeeded", result)
+
+
+def codex_failure(payload: Mapping[str, Any]) -> str | None:
+    """Why a Codex call failed, or None. Codex sends only PostToolUse; for a command its
+    `tool_response` is the output text, so the exit code comes from a structured response
+    when there is one, else from the rollout file (`transcript_path`) Codex writes."""
+    response = payload.get("tool_response")
+    if isinstance(response, Mapping):
+        for key in ("exit_code", "exitCode"):
+            code = response.get(key)
+            if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+                return f"exited with code {code}"
+        if response.get("success") is False:
+            return "the tool reported failure"
+        status = response.get("status")
+        if isinstance(status, str) and status.lower() in ("failed", "failure", "error",
+                                                          "declined", "rejected"):
+            return f"the tool reported status {status}"
+        return None
+    call_id = payload.get("tool_use_id")
+    code = transcript.exit_code(_transcript(payload), call_id) \
+        if isinstance(call_id, str) and call_id else None
+    if code is None and isinstance(response, str):
+        code = transcript.exit_code_in_text(response)
+    return f"exited with code {code}" if code is not None and code != 0 else None
 
 
 def _post_failure(guard: Guard, payload: Mapping[str, Any]) -> Answer:
@@ -169,48 +242,81 @@ def _post_failure(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     return _post_tool_use(guard, payload, "failed", error.encode())
 
 
-def _checkpoint(step: str) -> Callable[[Guard, Mapping[str, Any]], Answer]:
-    def take(guard: Guard, payload: Mapping[str, Any]) -> Answer:
-        transcript = payload.get("transcript_path")
-        guard.checkpoint("post", step, session_id=session_of(payload),
-                         transcript_path=transcript if isinstance(transcript, str) else None)
-        return {}
-    return take
+def _transcript(payload: Mapping[str, Any]) -> str | None:
+    path = payload.get("transcript_path")
+    return path if isinstance(path, str) and path else None
+
+
+def _link_fork(guard: Guard, payload: Mapping[str, Any]) -> str | None:
+    """Link a forked session (Claude Code's `--fork-session`: a new id whose transcript
+    starts with a copy of the parent's history) to its parent, once; the parent's id."""
+    session_id = session_of(payload)
+    if session_id is None:
+        return None
+    path = _transcript(payload)
+    parent = (_safe_id(payload.get("parent_session_id"), "sess")
+              or _safe_id(transcript.fork_parent(path, payload.get("session_id")), "sess")
+              or _parent_by_calls(guard, path, session_id))
+    if parent is None or parent == session_id:
+        return None
+    mine = {s.session_id: s for s in guard.sessions()}.get(session_id)
+    if mine is None or mine.parent_id is None or mine.ended_at is not None:
+        guard.start_session(session_id, agent=agent_of(payload), parent_id=parent)
+    return parent
+
+
+def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | None:
+    """The session that ledgered the first call of the transcript's history, when it is
+    another: the copied history of a fork. Stops at the first call gitguard knows."""
+    if path is None:
+        return None
+    entries = ledger.read(guard.store).entries
+    for tool_use_id in transcript.tool_use_ids(path):
+        entry = entries.get(_safe_id(tool_use_id, "tool") or "")
+        if entry is not None:
+            return entry.session_id if entry.session_id != session_id else None
+    return None
 
 
 def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
-    """Claude Code refused the call after PreToolUse began it: it never ran."""
+    """Claude Code refused the call after PreToolUse began it: it never ran, owns nothing."""
     call_id = call_id_of(payload)
     entry = ledger.read(guard.store).entries.get(call_id) if call_id else None
     if entry is None or entry.status != "started":
         return {}
     reason = payload.get("reason") or payload.get("message") or "permission denied"
     with suppress(IllegalTransition):       # a repeated event
-        guard.end_call(entry.call_id, "failed", f"denied: {reason}; the tool did not run".encode())
+        calls.close_unrun(guard, entry.call_id, f"denied: {reason}; the tool did not run")
+        dangling.close_windows(guard)
     return {}
 
 
 def _turn_end(step: str, end_session: bool = False
               ) -> Callable[[Guard, Mapping[str, Any]], Answer]:
     def take(guard: Guard, payload: Mapping[str, Any]) -> Answer:
-        transcript = payload.get("transcript_path")
         session_id = session_of(payload)
-        settled = dangling.settle(guard, session_id,
-                                  transcript if isinstance(transcript, str) else None, step)
-        if end_session and session_id is not None:
-            guard.end_session(session_id)
+        if step != "user-prompt":     # Stop and SessionEnd list the tasks still running
+            background.settle_at_stop(guard, session_id, payload)
+        settled = dangling.settle(guard, session_id, _transcript(payload), step)
+        if end_session and session_id is not None and \
+                any(s.session_id == session_id for s in guard.sessions()):
+            guard.end_session(session_id)      # until its next event reopens it
         if not settled.uncertain:
             return {}
-        return {"systemMessage": "gitguard: no PostToolUse came for "
-                + ", ".join(settled.uncertain) + "; marked uncertain, so it will not be "
-                "repeated blindly. If it never ran: `gitguard reconcile CALL --status failed`."}
+        which = ", ".join(settled.uncertain)
+        how = " and ".join(f"`gitguard reconcile {c} --status failed`"
+                           for c in settled.uncertain)
+        return {"systemMessage": f"gitguard: no PostToolUse came for {which}; marked uncertain, "
+                                 "so it will not be repeated blindly, and what changed while it "
+                                 f"was open is not rolled back. If it never ran: {how}."}
     return take
 
 
 def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     session_id = session_of(payload)
-    guard.start_session(session_id, agent=agent_of(payload))
-    if payload.get("source") not in ("resume", "compact"):
+    if _link_fork(guard, payload) is None:
+        guard.start_session(session_id, agent=agent_of(payload))    # opened or reopened
+    if payload.get("source") not in ("resume", "compact", "fork"):
         return {}
     # imported here: every other event (a fresh process each, with no daemon) needs none
     from gitguard.integrations.recovery_note import recovery_note
@@ -227,7 +333,7 @@ _HANDLERS: dict[str, Callable[[Guard, Mapping[str, Any]], Answer]] = {
     "PostToolUse": _post_success,
     "PostToolUseFailure": _post_failure,
     "PermissionDenied": _denied,
-    "UserPromptSubmit": _checkpoint("user-prompt"),
+    "UserPromptSubmit": _turn_end("user-prompt"),
     "Stop": _turn_end("stop"),
     "SessionEnd": _turn_end("session-end", end_session=True),
 }

@@ -5,7 +5,10 @@ Codex reads hooks in the same shape as Claude Code's settings (event -> matcher 
 run the same `gitguard hook claude-code` and the merge is Claude Code's: every other hook
 stays, a second run changes nothing, `--remove` takes out exactly gitguard's entries.
 Codex matchers are regular expressions; a group with no matcher matches every tool.
-Codex before 0.124 runs hooks only with `[features] codex_hooks = true` in its config.
+Codex before 0.124 runs hooks only with `[features] codex_hooks = true` in its config,
+and every Codex runs a project's hooks only once the user has trusted them (`/hooks`).
+The command finds the project with git, as Codex's docs do: Codex runs hooks in the
+session's directory and sets no project variable.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ EVENTS: dict[str, str | None] = {
 }
 
 
+TRUST_NOTE = ("Codex runs these hooks only once you trust them: open `codex` in this "
+              "project and trust gitguard's hooks in `/hooks` (again whenever they change). "
+              "Until then `gitguard status` says Codex has not reached gitguard.")
+
+
 def hooks_path(ws: Workspace) -> Path:
     return ws.root / ".codex" / "hooks.json"
 
 
 def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None) -> Result:
     return claude_settings.integrate(ws, remove=remove, python=python, path=hooks_path(ws),
-                                     events=EVENTS)
+                                     events=EVENTS, project=claude_settings.CODEX_PROJECT)

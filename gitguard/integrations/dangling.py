@@ -1,140 +1,144 @@
-"""Calls an agent began that never ended, settled when its turn or its session ends.
+"""Calls an agent began that never ended, closed at the session's next event.
 
-Claude Code runs PreToolUse before its permission rules and its dialog, so a call the
-user denies (or another hook blocks) was begun here and never gets a PostToolUse. Left
-`started`, its attribution window stays open, every edit the user makes meanwhile is
-ambiguous, and a resume would report it as interrupted. By Stop and SessionEnd every tool
-of the turn has resolved, so a call still open then either never ran or its PostToolUse
-hook failed. The transcript tells the two apart: a tool_result carrying Claude Code's
-rejection text means the tool never ran (`failed`, so asking for it again is not a
-replay); anything else stays honestly `uncertain`, settled by `gitguard reconcile`.
+Claude Code runs PreToolUse before its permission rules and its dialog, so a call a rule
+denies, the user refuses, or `-p` is not permitted to run was begun here and never gets
+a PostToolUse, PostToolUseFailure or PermissionDenied. Left `started`, its window would
+stay open over every edit the user makes meanwhile (and rollback would revert them). So
+the session's next event closes it (DESIGN.md, Attribution: calls that never ran own
+nothing), and the transcript says how:
+
+* its tool_result carries one of Claude Code's denial texts: it never ran. `failed`,
+  with an empty window (`calls.close_unrun`): it owns nothing, asking for it again is
+  no replay, and it is not under "Do not repeat".
+* its tool_result is something else (it ran; our PostToolUse hook failed or never
+  came), or, at the end of a turn, there is none: `uncertain`, its window closed by a
+  checkpoint taken now. What changed in it is `ambiguous`: rollback makes it a
+  conflict, never restores it; a person settles the call with `gitguard reconcile`.
+
+At the next PreToolUse only calls with a tool_result are closed: one with none yet may
+be running beside the new one (parallel tool calls). At UserPromptSubmit, Stop and
+SessionEnd every tool of the turn has resolved, so every open call of the session closes.
+The same code runs in the daemon and without it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard import ledger, trace
+from gitguard import calls, ledger, trace
 from gitguard.errors import IllegalTransition
+from gitguard.integrations import background, transcript
 from gitguard.models import ToolLedgerEntry
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
 
-# What Claude Code writes as the tool_result of a call that did not run.
+# Claude Code's texts for a tool call it did not run (from its 2.1 CLI): the tool_result
+# it records instead of the tool's output. Each: (a test on the text, why).
 REJECTED = "The user doesn't want to proceed with this tool use"
-INTERRUPTED = "[Request interrupted by user for tool use]"
-TRANSCRIPT_TAIL = 8 << 20       # the calls of one turn are near the end of the transcript
+DENIALS: tuple[tuple[tuple[str, ...], str], ...] = (
+    ((REJECTED,), "denied at the permission prompt"),
+    (("Permission to use ", " has been denied"), "denied by a permission rule"),
+    (("Permission for this action has been denied",), "denied by the auto-mode classifier"),
+    (("Claude requested permissions to ", "but you haven't granted it yet"),
+     "not permitted in this run (no permission rule allows it)"),
+    (("Hook PreToolUse:", " denied this tool"), "denied by a PreToolUse hook"),
+    (("Hook PreToolUse:", " asked for confirmation for this tool"),
+     "held for confirmation by a PreToolUse hook and not approved"),
+    (("PreToolUse:", " hook error: "), "blocked by a PreToolUse hook"),
+    (("gitguard: ",), "refused by gitguard's replay guard"),
+)
+
 
 @dataclass(frozen=True)
 class Settled:
-    checkpoint_id: str
+    checkpoint_id: str | None
     never_ran: tuple[str, ...]
     uncertain: tuple[str, ...]
 
 
-NO_END = ("no PostToolUse came for it before the agent's {when} event: the tool may not have run "
-          "(denied, blocked) or gitguard's PostToolUse hook failed; check, then "
+NO_END = ("no PostToolUse came for it before the agent's {when} event: {why}; check, then "
           "`gitguard reconcile {call} --status succeeded|failed`")
 
 
 def open_calls(guard: Guard, session_id: str | None) -> list[ToolLedgerEntry]:
-    """The agent's calls of this session still `started` (gitguard's own writes excluded)."""
+    """The agent's calls of this session still `started` (gitguard's own writes excluded,
+    and shells running in the background: they did report, and end later)."""
     state = ledger.read(guard.store)
+    running = {call for call, _session in background.open_tasks(guard.store).values()}
     return [e for e in state.in_order()
             if e.status == "started" and e.session_id == session_id
-            and not e.tool_name.startswith("gitguard")]
+            and not e.tool_name.startswith("gitguard") and e.call_id not in running]
+
+
+def denial(text: str) -> str | None:
+    """Why the tool did not run, when `text` is one of Claude Code's denial texts."""
+    for parts, why in DENIALS:
+        if text.startswith(parts[0]) and all(p in text for p in parts[1:]):
+            return why
+    return None
 
 
 def never_ran(transcript_path: str | None, call_ids: Iterable[str]) -> dict[str, str]:
-    """Call id -> why, for each call whose tool_result in the transcript says it did not run.
-    Unreadable or unfamiliar transcripts give no evidence (the caller stays cautious)."""
-    wanted = set(call_ids)
-    if not wanted or not transcript_path:
-        return {}
-    try:
-        with open(transcript_path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - TRANSCRIPT_TAIL))
-            lines = fh.read().splitlines()
-    except OSError:
-        return {}
-    found: dict[str, str] = {}
-    for line in lines:
-        if not any(k.encode() in line for k in wanted):
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        blocks = _content(record)
-        interrupted = any(_text(b).startswith(INTERRUPTED) for b in blocks)
-        for block in blocks:
-            if block.get("type") != "tool_result" or block.get("tool_use_id") not in wanted:
-                continue
-            text = _text(block)
-            if interrupted:
-                found.pop(str(block["tool_use_id"]), None)   # it may have been running
-            elif text.startswith(REJECTED):
-                found[str(block["tool_use_id"])] = "denied at the permission prompt"
-            elif text.startswith("Permission to use") and "has been denied" in text:
-                found[str(block["tool_use_id"])] = "denied by a permission rule"
-    return found
+    """Call id -> why, for each call whose tool_result in the transcript says it did not run."""
+    found = transcript.tool_results(transcript_path, call_ids)
+    return {call_id: why for call_id, result in found.items()
+            if not result.interrupted and (why := denial(result.text)) is not None}
 
 
 def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
-           step: str) -> Settled:
-    """End the calls that never ran, take the `post` checkpoint of the turn (`step`), and
-    mark the other open calls uncertain with that checkpoint closing their window."""
-    calls = open_calls(guard, session_id)
-    evidence = never_ran(transcript_path, (e.call_id for e in calls))
+           step: str, *, turn_over: bool = True) -> Settled:
+    """Close the session's open calls (all of them when `turn_over`, else those with a
+    tool_result) and, when a call is marked uncertain or `turn_over`, take the `post`
+    checkpoint of `step` that closes their windows."""
+    calls_open = open_calls(guard, session_id)
+    results = (transcript.tool_results(transcript_path, (e.call_id for e in calls_open))
+               if calls_open else {})
     failed: list[str] = []
-    for entry in calls:
-        why = evidence.get(entry.call_id)
-        if why is None:
-            continue
-        try:
-            guard.end_call(entry.call_id, "failed", f"{why}: the tool did not run".encode())
-        except IllegalTransition:
-            continue                    # ended meanwhile by a late PostToolUse
-        failed.append(entry.call_id)
+    unsure: dict[str, str] = {}
+    for entry in calls_open:
+        result = results.get(entry.call_id)
+        why = denial(result.text) if result is not None and not result.interrupted else None
+        if why is not None:
+            try:
+                calls.close_unrun(guard, entry.call_id, f"{why}: the tool did not run")
+            except IllegalTransition:
+                continue                    # ended meanwhile by a late PostToolUse
+            failed.append(entry.call_id)
+        elif result is not None:
+            unsure[entry.call_id] = ("the transcript shows it was interrupted" if
+                                     result.interrupted else "the transcript shows a result, "
+                                     "so it ran, but gitguard never saw its end")
+        elif turn_over:
+            unsure[entry.call_id] = ("it may not have run (denied, blocked) or gitguard's "
+                                     "PostToolUse hook failed")
+    if failed:
+        close_windows(guard)
+    if not unsure and not turn_over:
+        return Settled(None, tuple(failed), ())
     made = guard.checkpoint("post", step, session_id=session_id,
                             transcript_path=transcript_path)
     uncertain: list[str] = []
     with guard.store.writing():
         state = ledger.read(guard.store)
-        marked = [state.entries[e.call_id].model_copy(update={
+        marked = [state.entries[c].model_copy(update={
                       "status": "uncertain", "post_checkpoint_id": made.checkpoint_id,
-                      "note": NO_END.format(when=step, call=e.call_id)})
-                  for e in calls if state.entries[e.call_id].status == "started"]
+                      "note": NO_END.format(when=step, why=why, call=c)})
+                  for c, why in unsure.items() if state.entries[c].status == "started"]
         if marked:
             ledger.append_entries(guard.store, state, marked)
             uncertain = [e.call_id for e in marked]
         if failed or uncertain:
             trace.emit(guard.store, "recovery", "recovery.no_end", session_id=session_id,
                        step=step, neverRan=failed, uncertain=uncertain)
-    engine: Any = getattr(guard, "engine", None)
-    if uncertain and engine is not None:     # in the daemon: close their windows now
-        engine.settle_windows(ledger.read(guard.store))
+    if uncertain:
+        close_windows(guard)
     return Settled(made.checkpoint_id, tuple(failed), tuple(uncertain))
 
 
-def _content(record: Any) -> list[dict[str, Any]]:
-    message = record.get("message") if isinstance(record, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-
-
-def _text(block: dict[str, Any]) -> str:
-    content = block.get("content", block.get("text"))
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
+def close_windows(guard: Guard) -> None:
+    engine: Any = getattr(guard, "engine", None)
+    if engine is not None:     # in the daemon: close their windows now
+        engine.settle_windows(ledger.read(guard.store))

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gitguard import checkpoints, ledger
+from gitguard import checkpoints, ledger, sessions
 from gitguard.integrations import hooklog
 from gitguard.models import ToolLedgerEntry
 from gitguard.steps import interrupted, last_completed
@@ -28,8 +28,10 @@ def recovery_note(guard: Guard, session_id: str | None) -> str:
     """The note for `session_id`; empty when gitguard has nothing to say.
 
     Whatever goes wrong in the full resume (no checkpoint yet, a bug), the agent still
-    gets the ledger's note: the failure is logged, not passed on.
+    gets the ledger's note: the failure is logged, not passed on. A fork with no call of
+    its own yet gets its parent's note: that history is what it carries on.
     """
+    session_id = _subject(guard, session_id)
     try:
         recovery = importlib.import_module("gitguard.recovery")
         resume = getattr(recovery, "resume", None)
@@ -46,6 +48,22 @@ def recovery_note(guard: Guard, session_id: str | None) -> str:
         hooklog.log_failure(guard.store.root, "recovery.resume", exc)
         note = None
     return note if note is not None else ledger_note(guard, session_id)
+
+
+def _subject(guard: Guard, session_id: str | None) -> str | None:
+    """The session whose calls the note is about: `session_id`, or for a fork that has
+    made no call yet, the nearest ancestor that has."""
+    if session_id is None or not guard.store.exists():
+        return session_id
+    known = {s.session_id: s for s in guard.sessions()}
+    found = known.get(session_id)
+    if found is None or found.parent_id is None:
+        return session_id
+    with_calls = {e.session_id for e in ledger.read(guard.store).entries.values()}
+    for sid in sessions.lineage(guard.store, found):
+        if sid in with_calls:
+            return sid
+    return session_id
 
 
 def _note_of(result: Any) -> str | None:

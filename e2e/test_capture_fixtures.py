@@ -1,0 +1,231 @@
+"""The hook payloads in fixtures/ are what the real CLIs send.
+
+Every `make e2e` runs a scripted Claude Code session (startup, tools, a failure, Stop,
+SessionEnd, `--resume`, `/compact`) and a Codex one (`exec`, `exec resume`) with
+capture_hook.py in front of gitguard's hook, then checks that each fixture has every
+field the real payload has (values may differ: the unit tests edit them). With
+`GITGUARD_E2E_CAPTURE=1` it rewrites fixtures/claude_code and fixtures/codex from
+the capture, and fixtures/captured_fields.json (every field each real payload had: what
+tests/test_fixture_fields.py holds the fixtures to).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import harness
+from modelserver import Server
+
+FIXTURES = harness.ROOT / "fixtures"
+CLAUDE_SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"   # the id the fixtures always had
+CODEX_SESSION = "0199a3c2-7d41-7b10-9e5f-2b8c4d6e1a37"
+FAKE_NPM = """#!/bin/sh
+# A stand-in registry client: the captured payloads show a publish and a failing test run.
+case "$1" in
+  publish) echo "+ demo-package@1.0.1"
+           echo "npm notice Publishing to https://registry.npmjs.org/" >&2 ;;
+  test) echo "npm ERR! 2 tests failed" >&2; exit 1 ;;
+esac
+"""
+# Hand-written, not captured: Claude Code 2.1.332 never fired PermissionDenied in any mode
+# the suite can drive (rule deny, -p's ungranted write, acceptEdits), nor is the denied
+# transcript one the scripted model can produce.
+NOT_CAPTURED = {"claude_code/permission_denied.json", "claude_code/transcript_denied.jsonl"}
+
+
+def _fake_npm(repo: harness.Repo) -> None:
+    bin_dir = repo.home / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "npm").write_text(FAKE_NPM)
+    (bin_dir / "npm").chmod(0o755)
+    repo.env["PATH"] = f"{bin_dir}{os.pathsep}{repo.env['PATH']}"
+    # Codex runs commands in a login shell (`bash -lc`), which sets PATH afresh
+    (repo.home / ".profile").write_text(f'export PATH="{bin_dir}:$PATH"\n')
+
+
+def _tool(name: str, tool_id: str, tool_input: Any, **more: Any) -> dict[str, Any]:
+    return {"tools": [{"name": name, "id": tool_id, "input": tool_input, **more}]}
+
+
+def _claude_capture(tmp: Path, capture: Path) -> None:
+    with Server() as server:
+        repo = harness.make_repo(tmp, server, daemon=False, capture=capture, files={
+            "README.md": "# project\n", "src/app.py": "def main():\n    return 1\n"})
+        _fake_npm(repo)
+        app = str(repo.root / "src" / "app.py")
+        script = [
+            _tool("Read", "toolu_01ReadAppPy4mZ8", {"file_path": app}),
+            _tool("Edit", "toolu_01EditAppPy9fQ2", {"file_path": app, "old_string": "    return 1",
+                                                     "new_string": "    return 2",
+                                                     "replace_all": False}),
+            _tool("Write", "toolu_01WriteNewPy7kX", {"file_path": str(repo.root / "src/new.py"),
+                                                      "content": "print('new')\n"}),
+            _tool("Bash", "toolu_01NpmPublish3Rt", {
+                "command": "npm publish",
+                "description": "Publish the package to the npm registry"}),
+            _tool("Bash", "toolu_01NpmTest5Hw", {"command": "npm test",
+                                                  "description": "Run the test suite"}),
+            {"text": "Published demo-package 1.0.1; the tests fail."},
+        ]
+        first = harness.claude(repo, "publish the package", script,
+                               "--session-id", CLAUDE_SESSION)
+        assert first.returncode == 0, first.stderr[-3000:]
+        resumed = harness.claude(repo, "what is left?", [{"text": "nothing"}],
+                                 "--resume", CLAUDE_SESSION)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        compact = harness.run_claude(repo, ["-p", "/compact", "--resume", CLAUDE_SESSION])
+        assert compact.returncode == 0, compact.stderr[-3000:]
+
+
+def _codex_capture(tmp: Path, capture: Path) -> None:
+    with Server() as server:
+        repo = harness.make_repo(tmp, server, daemon=False, agents=("codex",), capture=capture,
+                                 files={"README.md": "# project\n",
+                                        "src/app.py": "def main():\n    return 1\n"})
+        _fake_npm(repo)
+        patch = ("*** Begin Patch\n*** Update File: src/app.py\n@@\n-    return 1\n"
+                 "+    return 2\n*** End Patch\n")
+        script = [
+            _tool("exec_command", "call_Yh2kQ8vN1pZ4", {"cmd": "npm publish"}),
+            _tool("exec_command", "call_Tq7NpmTest2Lm", {"cmd": "npm test"}),
+            _tool("apply_patch", "call_Pa4tchAppPy9x", patch, custom=True),
+            {"text": "Published; the tests fail; app.py patched."},
+        ]
+        first = harness.codex(repo, "publish the package", script)
+        assert first.returncode == 0, first.stderr[-3000:]
+        resumed = harness.codex(repo, "what is left?", [{"text": "nothing"}],
+                                resume=first.session_id)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+
+def _raw(capture: Path, agent: str) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((capture / agent / "raw").glob("*.json"))]
+
+
+def _pick(payloads: list[dict[str, Any]], event: str, **match: Any) -> dict[str, Any]:
+    for payload in payloads:
+        if payload.get("hook_event_name") != event:
+            continue
+        if all(_get(payload, k) == v for k, v in match.items()):
+            return payload
+    raise AssertionError(f"no {event} {match} captured: "
+                         f"{[(p.get('hook_event_name'), p.get('tool_name')) for p in payloads]}")
+
+
+def _get(payload: dict[str, Any], dotted: str) -> Any:
+    value: Any = payload
+    for part in dotted.split("__"):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def claude_fixtures(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        "session_start_startup": _pick(payloads, "SessionStart", source="startup"),
+        "session_start_resume": _pick(payloads, "SessionStart", source="resume"),
+        "session_start_compact": _pick(payloads, "SessionStart", source="compact"),
+        "user_prompt_submit": _pick(payloads, "UserPromptSubmit"),
+        "pre_tool_use_read": _pick(payloads, "PreToolUse", tool_name="Read"),
+        "post_tool_use_read": _pick(payloads, "PostToolUse", tool_name="Read"),
+        "pre_tool_use_edit": _pick(payloads, "PreToolUse", tool_name="Edit"),
+        "post_tool_use_edit": _pick(payloads, "PostToolUse", tool_name="Edit"),
+        "pre_tool_use_write": _pick(payloads, "PreToolUse", tool_name="Write"),
+        "post_tool_use_write": _pick(payloads, "PostToolUse", tool_name="Write"),
+        "pre_tool_use_bash": _pick(payloads, "PreToolUse", tool_input__command="npm publish"),
+        "post_tool_use_bash": _pick(payloads, "PostToolUse", tool_input__command="npm publish"),
+        "post_tool_use_failure": _pick(payloads, "PostToolUseFailure"),
+        "stop": _pick(payloads, "Stop"),
+        "session_end": _pick(payloads, "SessionEnd"),
+    }
+
+
+def codex_fixtures(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        "session_start_startup": _pick(payloads, "SessionStart", source="startup"),
+        "session_start_resume": _pick(payloads, "SessionStart", source="resume"),
+        "user_prompt_submit": _pick(payloads, "UserPromptSubmit"),
+        "pre_tool_use_bash": _pick(payloads, "PreToolUse", tool_use_id="call_Yh2kQ8vN1pZ4"),
+        "post_tool_use_bash": _pick(payloads, "PostToolUse", tool_use_id="call_Yh2kQ8vN1pZ4"),
+        "post_tool_use_bash_failed": _pick(payloads, "PostToolUse",
+                                           tool_use_id="call_Tq7NpmTest2Lm"),
+        "pre_tool_use_apply_patch": _pick(payloads, "PreToolUse",
+                                          tool_use_id="call_Pa4tchAppPy9x"),
+        "post_tool_use_apply_patch": _pick(payloads, "PostToolUse",
+                                           tool_use_id="call_Pa4tchAppPy9x"),
+        "stop": _pick(payloads, "Stop"),
+    }
+
+
+def key_paths(value: Any, prefix: str = "") -> set[str]:
+    """Every key of a payload, nested ones as `outer.inner` (lists are not descended)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            path = f"{prefix}{key}"
+            found.add(path)
+            found |= key_paths(inner, path + ".")
+    return found
+
+
+def _stable(agent: str, payload: dict[str, Any], session: str) -> dict[str, Any]:
+    """Codex's thread id is random: the fixtures carry the id they always had."""
+    if agent != "codex":
+        return payload
+    real = payload["session_id"]
+    return json.loads(json.dumps(payload).replace(real, session))
+
+
+def test_the_fixtures_are_what_the_real_clis_send(tmp_path: Path) -> None:
+    capture = tmp_path / "capture"
+    (tmp_path / "cc").mkdir()
+    (tmp_path / "cx").mkdir()
+    _claude_capture(tmp_path / "cc", capture)
+    _codex_capture(tmp_path / "cx", capture)
+    captured = {
+        "claude_code": claude_fixtures(_raw(capture, "claude-code")),
+        "codex": {n: _stable("codex", p, CODEX_SESSION)
+                  for n, p in codex_fixtures(_raw(capture, "codex")).items()},
+    }
+    for agent, fixtures in captured.items():
+        for payload in fixtures.values():
+            text = json.dumps(payload)
+            assert str(tmp_path) not in text and "/tmp/" not in text, text  # redacted
+        if harness.CAPTURE:
+            _write(agent, fixtures)
+    if harness.CAPTURE:
+        fields = {agent: {name: sorted(key_paths(p)) for name, p in sorted(fixtures.items())}
+                  for agent, fixtures in captured.items()}
+        (FIXTURES / "captured_fields.json").write_text(json.dumps(fields, indent=2) + "\n")
+    recorded = json.loads((FIXTURES / "captured_fields.json").read_text())
+    missing = {}
+    for agent, fixtures in captured.items():
+        fields = recorded[agent]
+        for name, payload in fixtures.items():
+            path = FIXTURES / agent / f"{name}.json"
+            assert path.exists(), f"{path} is missing: capture with GITGUARD_E2E_CAPTURE"
+            have = key_paths(json.loads(path.read_text()))
+            real = key_paths(payload)
+            if real - have:
+                missing[f"{agent}/{name}"] = sorted(real - have)
+            assert set(fields[name]) >= real, (name, sorted(real - set(fields[name])))
+    assert not missing, f"the real CLIs send fields the fixtures lack: {missing}"
+
+
+def _write(agent: str, fixtures: dict[str, dict[str, Any]]) -> None:
+    folder = FIXTURES / agent
+    for name, payload in fixtures.items():
+        (folder / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def test_redaction_leaves_no_temp_path() -> None:
+    sample = {"cwd": "/tmp/pytest-of-root/x/repo", "transcript_path":
+              "/tmp/pytest-of-root/x/home/.claude/projects/-tmp-pytest-of-root-x-repo/s.jsonl"}
+    from capture_hook import redact
+    out = redact(sample, "/tmp/pytest-of-root/x/repo", "/tmp/pytest-of-root/x/home")
+    assert out == {"cwd": "/home/user/project", "transcript_path":
+                   "/home/user/.claude/projects/-home-user-project/s.jsonl"}
+    assert not re.search(r"/tmp/", json.dumps(out))

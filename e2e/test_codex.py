@@ -1,0 +1,74 @@
+"""The real Codex CLI (`codex exec --json`, hooks trusted with
+`--dangerously-bypass-hook-trust`) against the scripted Responses API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import Repo, Run, codex, publish_command
+
+PATCH = ("*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** Update File: app.py\n@@\n"
+         "-    return 1\n+    return 3\n*** End Patch\n")
+
+
+def _exec(cmd: str) -> dict[str, Any]:
+    return {"name": "exec_command", "input": {"cmd": cmd}}
+
+
+def _commands(run: Run) -> list[dict[str, Any]]:
+    return [e["item"] for e in run.events if e.get("type") == "item.completed"
+            and e["item"].get("type") == "command_execution"]
+
+
+def _clean(repo: Repo, run: Run) -> None:
+    assert run.returncode == 0, (run.returncode, run.stderr[-3000:])
+    assert repo.hook_errors() == ""
+    assert "hook failed" not in run.stderr
+
+
+def test_codex_failures_patches_and_a_publish_that_must_not_run_twice(make_repo: Any) -> None:
+    repo: Repo = make_repo(daemon=True, agents=("codex",))
+    publish = publish_command(repo.server)
+    script = [
+        {"tools": [_exec(publish)]},
+        {"tools": [_exec("ls no-such-file")]},
+        {"tools": [{"name": "apply_patch", "input": PATCH, "custom": True}]},
+        {"tools": [_exec(publish)]},
+        {"text": "done"},
+    ]
+    first = codex(repo, "publish, look, patch, publish", script)
+    _clean(repo, first)
+    publish_id, failing_id, patch_id, repeat_id = repo.server.tool_ids()
+
+    # hooks fired: every call that ran is ledgered under Codex's call_id
+    ledger = {e["callId"]: e for e in repo.ledger()}
+    assert {publish_id, failing_id, patch_id} <= set(ledger), ledger.keys()
+    assert ledger[publish_id]["status"] == "succeeded"
+    # the failing command: Codex's exit code 2 is a failure in the ledger
+    [failed_cmd] = [c for c in _commands(first) if "no-such-file" in c["command"]]
+    assert failed_cmd["exit_code"] != 0
+    assert ledger[failing_id]["status"] == "failed", ledger[failing_id]
+    # apply_patch declares the paths its patch names
+    assert sorted(ledger[patch_id]["declaredWrites"]) == ["app.py", "hello.txt"]
+    # the repeated publish was blocked in the run, and the model was told why
+    assert repeat_id not in ledger or ledger[repeat_id]["status"] != "succeeded"
+    outputs = [i for i in repo.server.model_requests()[-1].body["input"]
+               if i.get("type") == "function_call_output" and i.get("call_id") == repeat_id]
+    assert outputs and "gitguard" in str(outputs[0]["output"]), outputs
+    assert repo.server.count("publish") == 1
+
+    # exec resume: the recovery note reaches the model, the publish stays blocked
+    seen = len(repo.server.requests)
+    thread = first.session_id
+    resumed = codex(repo, "publish again", [{"tools": [_exec(publish)]}, {"text": "ok"}],
+                    resume=thread)
+    _clean(repo, resumed)
+    after = [r for r in repo.server.model_requests() if repo.server.requests.index(r) >= seen]
+    assert after, "the resumed run asked the model nothing"
+    first_request = str(after[0].body["input"])
+    assert "Do not repeat" in first_request and publish_id in first_request, first_request[-3000:]
+    [resumed_id] = repo.server.tool_ids()[4:]
+    outputs = [i for i in after[-1].body["input"]
+               if i.get("type") == "function_call_output" and i.get("call_id") == resumed_id]
+    assert outputs and "must not run twice" in str(outputs[0]["output"]), outputs
+    assert repo.server.count("publish") == 1
