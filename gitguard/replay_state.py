@@ -78,17 +78,19 @@ def _declared(ws: Workspace, repo: pygit2.Repository | None, item: str) -> str |
 
 
 def _content(ws: Workspace, rel: str) -> str | None:
-    """The blob id of a workspace path's bytes (a symlink's target), None when absent."""
+    """The blob id of a workspace path's bytes (a symlink's target), None when absent or
+    unreadable (a name too long, a symlink loop on the way, no permission): no file can
+    be there for the call to act on, so the input alone decides."""
     full = os.path.join(ws.root, rel)
     try:
         info = os.lstat(full)
-    except (FileNotFoundError, NotADirectoryError):
+        if stat.S_ISLNK(info.st_mode):
+            return str(pygit2.hash(os.readlink(os.fsencode(full))))
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return str(pygit2.hashfile(full))
+    except OSError:
         return None
-    if stat.S_ISLNK(info.st_mode):
-        return str(pygit2.hash(os.readlink(os.fsencode(full))))
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    return str(pygit2.hashfile(full))
 
 
 def _resolve(repo: pygit2.Repository, rev: str) -> str | None:
