@@ -109,6 +109,7 @@ class Engine:
         self.state_path = store.root / "daemon.state"
         self.reported_unwatched: list[bytes] = []
         self.held: set[str] = set()     # changed paths whose verdict an open window owes
+        self.rules_changed = False      # .gitignore/.gitattributes changed since the scan
         self.fanouts = packwrite.Fanouts(self.repo, store)    # at start and in idle time
         if not self.ws.is_git and self.repo.workdir is None:
             self.repo.workdir = str(self.ws.root)   # ignore rules need a work tree
@@ -211,6 +212,7 @@ class Engine:
         name = raw.path.rsplit(b"/", 1)[-1]
         if name in RULE_FILES:
             self.rescan_reason = self.rescan_reason or f"{os.fsdecode(raw.path)} changed"
+            self.rules_changed = True
         if self._is_ignored(raw.path):
             return
         self.dirty.add(raw.path)
@@ -335,6 +337,11 @@ class Engine:
                                     result.skipped, store_names=_store_names(self),
                                     store=self.store)
         self.ignored_memo.clear()
+        if self.rules_changed:
+            # A directory no longer ignored needs the watch it was spared; the events of
+            # what changed in it meanwhile are gone, the scan above found it.
+            self.rules_changed = False
+            self.source.rewatch()
         self.git_mode = needs_git_filters(self.repo, self._converting_attributes())
         self.dirty.clear()
         self.rescan_reason, self.lost = None, False

@@ -72,6 +72,8 @@ class Source(Protocol):
 
     def unwatched(self) -> dict[bytes, str]: ...
 
+    def rewatch(self) -> None: ...
+
 
 WATCH_LIMIT_ERRNOS = frozenset({errno.ENOSPC, errno.EMFILE})
 
@@ -90,6 +92,10 @@ class IgnoredDirs:
         self.prefix = os.fsencode(root).rstrip(b"/") + b"/"
         self.repository = repository
         self.local = threading.local()
+        self.generation = 0         # bumped when ignore rules change: tracked dirs reread
+
+    def refresh(self) -> None:
+        self.generation += 1
 
     def __call__(self, directory: bytes) -> bool:
         if not directory.startswith(self.prefix):
@@ -114,6 +120,10 @@ class IgnoredDirs:
         return self.local.repo
 
     def _tracked_dirs(self, repo: Any) -> set[str]:
+        if getattr(self.local, "generation", None) != self.generation:
+            self.local.generation = self.generation
+            repo.index.read(False)
+            self.local.__dict__.pop("tracked", None)
         if not hasattr(self.local, "tracked"):
             dirs: set[str] = set()
             for entry in repo.index:
@@ -307,6 +317,18 @@ class WatchdogSource:
     def plant_barrier(self, token: int) -> None:
         self.barriers.plant(token)
 
+    def rewatch(self) -> None:
+        """Ignore rules changed: watch the directories no longer ignored (those already
+        watched keep their watch; the walk runs again, as after an overflow)."""
+        group = self._group
+        if group is None:
+            return
+        refresh = getattr(self.ignored, "refresh", None)
+        if refresh is not None:
+            refresh()
+        with group._lock:
+            group._add_all_callbacks(group.path)
+
     def watch_count(self) -> int:
         return inotify_watches(os.getpid())
 
@@ -478,6 +500,9 @@ class ScriptedSource:
 
     def unwatched(self) -> dict[bytes, str]:
         return {}
+
+    def rewatch(self) -> None:
+        return None
 
     def emit(self, kind: RawKind, path: str = "", directory: bool = False) -> None:
         """Queue what the kernel would report; times increase by a millisecond per event."""

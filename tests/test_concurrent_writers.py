@@ -115,3 +115,28 @@ def test_each_writer_owns_only_its_own_paths(repo: Path, daemon: bool) -> None:
     status = subprocess.run(["git", "status", "--porcelain", "user"], cwd=repo,
                             capture_output=True, text=True, check=True)
     assert status.stdout == ""
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["no-daemon", "daemon"])
+def test_a_shell_call_does_not_own_what_the_user_committed_in_its_window(
+        repo: Path, daemon: bool) -> None:
+    gg(repo, "init")
+    gg(repo, "hooks", "install")
+    running: Callable[[Path], AbstractContextManager[object]] = (
+        running_daemon if daemon else lambda _repo: nullcontext())
+    with running(repo):
+        begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
+                   "--input", json.dumps({"command": "make report"}))
+        call_id = json.loads(begin.stdout)["callId"]
+        (repo / "report.txt").write_text("made by make\n")
+        (repo / "mine.txt").write_text("the user's, committed while make ran\n")
+        git(repo, "add", "mine.txt")
+        git(repo, "commit", "-qm", "mine")          # the post-commit hook records it
+        gg(repo, "call", "end", call_id, "--status", "succeeded")
+        entry = next(e for e in json.loads(gg(repo, "ledger", "--json").stdout)
+                     if e["callId"] == call_id)
+        first = json.loads(gg(repo, "checkpoints", "--json").stdout)[0]["checkpointId"]
+        plan = json.loads(gg(repo, "rollback-files", "--to", first, "--dry-run",
+                             "--json").stdout)
+    assert [p["path"] for p in entry["filePatches"]] == ["report.txt"]
+    assert plan["deleted"] == ["report.txt"] and not plan["conflicts"]

@@ -153,3 +153,20 @@ def test_ignored_directories_are_not_watched(repo: Path) -> None:
         # The root, the barrier directory, d00..d39, src (and build/, ignored, not watched).
         assert found["watches"] == DIRS + 3, found["watches"]
         assert found["unwatched"] == []
+
+
+def test_a_directory_no_longer_ignored_is_watched_again(repo: Path) -> None:
+    _seed(repo)
+    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "vendor/\n")
+    (repo / "vendor" / "lib").mkdir(parents=True)
+    (repo / "vendor" / "lib" / "dep.js").write_text("old\n")
+    with _daemon(repo, []):
+        (repo / ".gitignore").write_text("build/\n*.log\n.env\n")    # vendor/ is ours now
+        begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
+                   "--input", json.dumps({"command": "npm run vendor"}))
+        call_id = json.loads(begin.stdout)["callId"]
+        (repo / "vendor" / "lib" / "dep.js").write_text("patched by the agent\n")
+        end = gg(repo, "call", "end", call_id, "--status", "succeeded")
+        ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    assert "1 file(s) changed" in end.stdout, end.stdout
+    assert [p["path"] for p in ledger[call_id]["filePatches"]] == ["vendor/lib/dep.js"]
