@@ -1,9 +1,10 @@
 """Capture mode's hook wrapper: save the payload a real CLI sent, then run gitguard's hook.
 
-    capture_hook.py DIR AGENT WORKSPACE HOME -- COMMAND...
+    capture_hook.py DIR AGENT WORKSPACE HOME -- COMMAND
 
 The payload is read from stdin, written (redacted) to DIR/AGENT/raw/NNN-EVENT[-TOOL].json,
-and fed unchanged to COMMAND, whose output and exit code are passed through. Redaction
+and fed unchanged to COMMAND (one shell command line, as the agent would run it), whose
+output and exit code are passed through. Redaction
 replaces the temp workspace and HOME with the placeholders the fixtures use, so a capture
 is stable from run to run.
 """
@@ -54,7 +55,7 @@ def main(argv: list[str]) -> int:
         seq = len(list(raw.glob("*.json"))) + 1
         text = json.dumps(redact(payload, os.path.realpath(workspace), home), indent=2)
         (raw / f"{seq:03d}-{name}.json").write_text(text + "\n")
-    proc = subprocess.run(" ".join(command), shell=True, input=data, capture_output=True)
+    proc = subprocess.run(command[0], shell=True, input=data, capture_output=True)
     sys.stdout.buffer.write(proc.stdout)
     sys.stderr.buffer.write(proc.stderr)
     return proc.returncode

@@ -78,9 +78,11 @@ class Repo:
         return (self.root / rel).read_text()
 
     def hook_errors(self) -> str:
-        """gitguard's hook error log (a hook logs its failures there, answering exit 0)."""
-        logs = list((self.root / ".git" / "gitguard").glob("hook-errors.log"))
-        return "".join(p.read_text() for p in logs)
+        """gitguard's hook error logs (a hook logs its failures, answering exit 0): the
+        store's, and $TMPDIR's where a hook could not find the store."""
+        logs = [self.root / ".git" / "gitguard" / "hook-errors.log",
+                Path(self.env["TMPDIR"]) / "gitguard-hook-errors.log"]
+        return "".join(p.read_text() for p in logs if p.exists())
 
 
 def base_env(home: Path, server: Server, daemon: bool) -> dict[str, str]:
@@ -150,7 +152,7 @@ def _wrap_for_capture(repo: Repo, agents: Iterable[str], capture: Path) -> None:
                     hook["command"] = " ".join([
                         shlex.quote(sys.executable), shlex.quote(str(E2E / "capture_hook.py")),
                         shlex.quote(str(capture)), agent, shlex.quote(str(repo.root)),
-                        shlex.quote(str(repo.home)), "--", hook["command"]])
+                        shlex.quote(str(repo.home)), "--", shlex.quote(hook["command"])])
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 

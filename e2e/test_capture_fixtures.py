@@ -79,6 +79,9 @@ def _claude_capture(tmp: Path, capture: Path) -> None:
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         compact = harness.run_claude(repo, ["-p", "/compact", "--resume", CLAUDE_SESSION])
         assert compact.returncode == 0, compact.stderr[-3000:]
+        for run in (first, resumed, compact):   # gitguard answered behind the wrapper
+            assert not run.hook_failures(), run.hook_failures()
+        assert repo.hook_errors() == ""
 
 
 def _codex_capture(tmp: Path, capture: Path) -> None:
@@ -100,6 +103,7 @@ def _codex_capture(tmp: Path, capture: Path) -> None:
         resumed = harness.codex(repo, "what is left?", [{"text": "nothing"}],
                                 resume=first.session_id)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert repo.hook_errors() == ""
 
 
 def _raw(capture: Path, agent: str) -> list[dict[str, Any]]:

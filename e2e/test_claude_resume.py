@@ -57,8 +57,8 @@ def test_resume_and_continue_keep_guarding_the_session(make_repo: Any, daemon: b
     assert {ledger[c]["sessionId"] for c in ran} == {session}
 
 
-def test_fork_session_remembers_the_parents_publish(make_repo: Any) -> None:
-    repo: Repo = make_repo(daemon=True)
+def test_fork_session_remembers_the_parents_publish(make_repo: Any, daemon: bool) -> None:
+    repo: Repo = make_repo(daemon=daemon)
     publish = publish_command(repo.server)
     first = claude(repo, "publish the package", [{"tools": [bash(publish)]}, {"text": "ok"}])
     _clean(repo, first)
