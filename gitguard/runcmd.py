@@ -34,6 +34,10 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
              signal.SIGUSR2)
 TAIL = 4096
 CHUNK = 65536
+# What of each stream the artifact keeps: its first and its last KEPT / 2 bytes. The
+# terminal gets every byte; the copy waits in memory until the command ends (see _Tee),
+# so a command that prints gigabytes must not make gitguard hold them all.
+KEPT = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,17 +64,39 @@ class _Tee(threading.Thread):
     def __init__(self, source: IO[bytes], sink: IO[bytes], name: str) -> None:
         super().__init__(daemon=True)
         self.source, self.sink, self.name = source, sink, name
-        self.copy = bytearray()
+        self.head = bytearray()      # the first KEPT / 2 bytes
+        self.tail = bytearray()      # the last KEPT / 2 bytes after the head
+        self.size = 0
 
     @property
-    def size(self) -> int:
-        return len(self.copy)
+    def copy(self) -> bytes:
+        """What the artifact stores: the whole stream, or its head and tail around a line
+        that says how many bytes were left out (cut at line ends, so a token on one line
+        is never cut in two)."""
+        if len(self.head) + len(self.tail) == self.size:      # nothing trimmed yet
+            return bytes(self.head + self.tail)
+        head = self.head[:self.head.rfind(b"\n") + 1] or self.head
+        tail = self.tail[-(KEPT // 2):]
+        tail = tail[tail.find(b"\n") + 1:] or tail
+        left = self.size - len(head) - len(tail)
+        return bytes(head) + f"[gitguard: {left} bytes left out]\n".encode() + bytes(tail)
+
+    def _keep(self, chunk: bytes) -> None:
+        half = KEPT // 2
+        self.size += len(chunk)
+        room = half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > 2 * half:       # trim now and then, not on every chunk
+            del self.tail[:len(self.tail) - half]
 
     def run(self) -> None:
         passing = True
         fd = self.source.fileno()
         while chunk := os.read(fd, CHUNK):
-            self.copy += chunk
+            self._keep(chunk)
             if passing:
                 try:
                     self.sink.write(chunk)
@@ -144,7 +170,7 @@ def run(guard: Guard, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[byte
     code, how = _exit_code(returncode)
     out, err = tees
     store = guard.store
-    stored = [store.privacy.redact_bytes(bytes(tee.copy)) for tee in tees]
+    stored = [store.privacy.redact_bytes(tee.copy) for tee in tees]
     for tee, data in zip(tees, stored, strict=True):
         store.write_artifact(tee.name, data, sync_dir=False)
     store.sync_artifacts()      # durable before end_call's record names them
