@@ -32,6 +32,12 @@ def open_session(store: Store) -> Session | None:
     return None
 
 
+# The parent of a fork that could not be named yet (its transcript's copied history not
+# written when its first hook ran): until it is, every other session is its past, so the
+# replay guard errs on the side of refusing.
+UNKNOWN_PARENT = "*"
+
+
 def start(store: Store, session_id: str | None = None, agent: str | None = None,
           parent_id: str | None = None) -> Session:
     """The session, opened: a new one, the open one, or an ended one reopened (never an
@@ -44,7 +50,8 @@ def start(store: Store, session_id: str | None = None, agent: str | None = None,
     for existing in read(store):
         if existing.session_id != session_id:
             continue
-        link = parent_id if existing.parent_id is None else existing.parent_id
+        named = existing.parent_id not in (None, UNKNOWN_PARENT)
+        link = existing.parent_id if named or parent_id is None else parent_id
         if existing.ended_at is None and link == existing.parent_id:
             return existing
         reopened = existing.model_copy(update={"ended_at": None, "parent_id": link,
@@ -62,6 +69,8 @@ def lineage(store: Store, session: Session) -> tuple[str, ...]:
     if session.parent_id is None:
         return (session.session_id,)
     known = {s.session_id: s for s in read(store)}
+    if session.parent_id == UNKNOWN_PARENT:
+        return (session.session_id, *(s for s in known if s != session.session_id))
     chain = [session.session_id]
     parent: str | None = session.parent_id
     while parent is not None and parent not in chain:

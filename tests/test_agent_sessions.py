@@ -126,3 +126,29 @@ def test_a_fork_is_known_by_its_parents_calls_in_its_copied_history(
     sessions = {s["sessionId"]: s for s in
                 json.loads(gg(repo, "session", "list", "--json").stdout)}
     assert (sessions[FORK]["parentId"], sessions[SESSION]["parentId"]) == (SESSION, None)
+
+
+def test_a_fork_whose_history_is_not_written_yet_is_guarded_by_every_session(
+        guarded: Path, tmp_path: Path) -> None:
+    """With the daemon the hooks answer before Claude Code writes the fork's copied
+    history: the fork's parent cannot be named yet, so every session here is its past
+    (the real CLI's publish ran twice before). A later hook names the parent."""
+    repo = guarded
+    _one_run(repo, "toolu_publish_1")
+    transcript = tmp_path / f"{FORK}.jsonl"         # not written yet
+    hook_cc(repo, payload("claude_code/session_start_resume.json", repo, session_id=FORK,
+                          transcript_path=str(transcript)))
+    denied = _publish(repo, "toolu_fork_publish", session=FORK,
+                      transcript_path=str(transcript))
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    sessions = {s["sessionId"]: s for s in
+                json.loads(gg(repo, "session", "list", "--json").stdout)}
+    assert sessions[FORK]["parentId"] == "*"
+    copied = {"type": "assistant", "sessionId": FORK, "uuid": "u2", "message": {
+        "role": "assistant", "content": [{"type": "tool_use", "id": "toolu_publish_1",
+                                          "name": "Bash", "input": PUBLISH}]}}
+    transcript.write_text(json.dumps(copied) + "\n")
+    _publish(repo, "toolu_fork_publish_2", session=FORK, transcript_path=str(transcript))
+    sessions = {s["sessionId"]: s for s in
+                json.loads(gg(repo, "session", "list", "--json").stdout)}
+    assert sessions[FORK]["parentId"] == SESSION

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from gitguard import calls, durable, ledger, tools, trace
+from gitguard import calls, durable, ledger, sessions, tools, trace
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
 from gitguard.integrations import background, dangling, hooklog, reach, transcript
 from gitguard.models import TERMINAL
@@ -260,7 +260,8 @@ def _link_fork(guard: Guard, payload: Mapping[str, Any]) -> str | None:
     if parent is None or parent == session_id:
         return None
     mine = {s.session_id: s for s in guard.sessions()}.get(session_id)
-    if mine is None or mine.parent_id is None or mine.ended_at is not None:
+    if mine is None or mine.parent_id in (None, sessions.UNKNOWN_PARENT) \
+            or mine.ended_at is not None:
         guard.start_session(session_id, agent=agent_of(payload), parent_id=parent)
     return parent
 
@@ -315,7 +316,14 @@ def _turn_end(step: str, end_session: bool = False
 def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     session_id = session_of(payload)
     if _link_fork(guard, payload) is None:
-        guard.start_session(session_id, agent=agent_of(payload))    # opened or reopened
+        # A resumed or forked session gitguard has never seen is a fork whose copied
+        # history Claude Code has not written yet (with the daemon the hook runs before it
+        # does): its parent is unknown, so every session here is its past until a later
+        # hook names the parent from the transcript.
+        known = any(s.session_id == session_id for s in guard.sessions())
+        unnamed = (sessions.UNKNOWN_PARENT if payload.get("source") in ("resume", "fork")
+                   and not known else None)
+        guard.start_session(session_id, agent=agent_of(payload), parent_id=unnamed)
     if payload.get("source") not in ("resume", "compact", "fork"):
         return {}
     # imported here: every other event (a fresh process each, with no daemon) needs none
