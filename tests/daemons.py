@@ -53,6 +53,16 @@ def running_daemon(repo: Path) -> Iterator[int]:
         wait_for("the daemon process to end", lambda: not alive(pid), timeout=30)
 
 
+@contextmanager
+def daemon_if(repo: Path, on: bool) -> Iterator[None]:
+    """running_daemon when `on`, else nothing: one test body for both modes."""
+    if not on:
+        yield
+        return
+    with running_daemon(repo):
+        yield
+
+
 def full_scan_tree(repo: Path, tmp: Path) -> str:
     """The workspace tree as git itself sees it, with a throwaway index (gitguard not used)."""
     tmp.mkdir(parents=True, exist_ok=True)

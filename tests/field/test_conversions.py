@@ -4,18 +4,16 @@ with and without the daemon; a user edit there is still a conflict, never overwr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
 
 from conftest import gg, git
-from daemons import running_daemon
+from daemons import daemon_if
 from gitstate import capture
 
 # A real file (click's core.py crashes `call end` until the patch buffers are held: issue 20)
@@ -40,15 +38,6 @@ def _setup(repo: Path, how: str) -> None:
     git(repo, "checkout", "--", "core.txt")
 
 
-@contextlib.contextmanager
-def _daemon(repo: Path, on: bool) -> Iterator[None]:
-    if not on:
-        yield
-        return
-    with running_daemon(repo):
-        yield
-
-
 def _status(repo: Path) -> bytes:
     """`git status` as git sees the tree, without refreshing the user's index."""
     return subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
@@ -67,7 +56,7 @@ def test_agent_only_changes_roll_back_in_the_working_tree_form(repo: Path, how: 
     before = (repo / "core.txt").read_bytes()
     gg(repo, "init", "--no-hooks", "--no-daemon")
     state = capture(repo)
-    with _daemon(repo, daemon):
+    with daemon_if(repo, daemon):
         target = _checkpoint(repo)
         gg(repo, "run", "--", "sed", "-i", "s/def push_context/def push_kontext/", "core.txt")
         gg(repo, "run", "--", "sh", "-c", "printf 'made\\r\\nby the agent\\r\\n' > new.txt")
@@ -95,7 +84,7 @@ def test_a_user_edit_of_a_converted_file_stays_a_conflict(repo: Path, how: str,
                                                           daemon: bool) -> None:
     _setup(repo, how)
     gg(repo, "init", "--no-hooks", "--no-daemon")
-    with _daemon(repo, daemon):
+    with daemon_if(repo, daemon):
         target = _checkpoint(repo)
         gg(repo, "run", "--", "sed", "-i", "s/def push_context/def push_kontext/", "core.txt")
         with (repo / "core.txt").open("ab") as f:

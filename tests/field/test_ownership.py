@@ -4,28 +4,17 @@ with and without the daemon; bytes that differ from the agent's stay the user's.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
 
 from conftest import gg, git
-from daemons import request, running_daemon
+from daemons import daemon_if, request
 from gitstate import capture
 
 SOURCE = Path(click.__file__).with_name("globals.py").read_bytes()    # a real file
-
-
-@contextlib.contextmanager
-def _daemon(repo: Path, on: bool) -> Iterator[None]:
-    if not on:
-        yield
-        return
-    with running_daemon(repo):
-        yield
 
 
 def _prepared(repo: Path) -> str:
@@ -73,7 +62,7 @@ def _owner(repo: Path, path: str) -> str:
 def test_the_agents_bytes_moved_away_and_back_stay_the_agents(repo: Path, how: str,
                                                               daemon: bool) -> None:
     target = _prepared(repo)
-    with _daemon(repo, daemon):
+    with daemon_if(repo, daemon):
         agent = _agent_edits(repo)
         _move_away_and_back(repo, how, daemon)
         assert (repo / "src" / "globals.py").read_bytes() == agent
@@ -90,7 +79,7 @@ def test_the_agents_bytes_moved_away_and_back_stay_the_agents(repo: Path, how: s
 def test_bytes_other_than_the_agents_after_a_stash_stay_the_users(repo: Path,
                                                                   daemon: bool) -> None:
     target = _prepared(repo)
-    with _daemon(repo, daemon):
+    with daemon_if(repo, daemon):
         _agent_edits(repo)
         git(repo, "stash", "-q")
         git(repo, "stash", "pop", "-q")

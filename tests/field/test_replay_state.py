@@ -5,29 +5,18 @@ replay, and a tool's `replayKey` in .gitguard.toml adds the state it names."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import gg, git
-from daemons import running_daemon
+from daemons import daemon_if
 from gitguard import ledger
 from gitguard.store import Store
 from gitguard.workspace import discover
 
 REFUSED = 4
-
-
-@contextlib.contextmanager
-def _daemon(repo: Path, on: bool) -> Iterator[None]:
-    if not on:
-        yield
-        return
-    with running_daemon(repo):
-        yield
 
 
 def _remote(repo: Path) -> Path:
@@ -60,7 +49,7 @@ def test_a_push_of_new_commits_is_not_a_replay(repo: Path, daemon: bool,
     remote = _remote(repo)
     git(repo, "push", "-q", "-u", "origin", "main")       # the user's own, unguarded
     gg(repo, "init", "--no-hooks", "--no-daemon")
-    with _daemon(repo, daemon):
+    with daemon_if(repo, daemon):
         first = _commit(repo, "# project\nsecond\n")
         gg(repo, "run", "--", *argv)
         assert git(remote, "rev-parse", "main").strip() == first
