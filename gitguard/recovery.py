@@ -254,7 +254,8 @@ def _result(g: Guard, state: ledger.LedgerState, session_id: str, choice: Choice
             calls.append(e)
             uncertain.append(e.call_id)
         elif status not in OPEN_STATUSES:
-            if horizon is None or first_seq.get(e.call_id, 0) > horizon:
+            # A call denied before it ran is told whenever it was: the agent may retry it.
+            if horizon is None or first_seq.get(e.call_id, 0) > horizon or never_started(e):
                 calls.append(e)
             else:
                 before += 1
