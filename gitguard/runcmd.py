@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -65,7 +66,8 @@ class _Tee(threading.Thread):
         super().__init__(daemon=True)
         self.source, self.sink, self.name = source, sink, name
         self.head = bytearray()      # the first KEPT / 2 bytes
-        self.tail = bytearray()      # the last KEPT / 2 bytes after the head
+        self.tail: deque[bytes] = deque()   # chunks after the head: at least the last KEPT / 2
+        self.tail_size = 0
         self.size = 0
 
     @property
@@ -73,13 +75,14 @@ class _Tee(threading.Thread):
         """What the artifact stores: the whole stream, or its head and tail around a line
         that says how many bytes were left out (cut at line ends, so a token on one line
         is never cut in two)."""
-        if len(self.head) + len(self.tail) == self.size:      # nothing trimmed yet
-            return bytes(self.head + self.tail)
+        tail = b"".join(self.tail)
+        if len(self.head) + len(tail) == self.size:           # nothing dropped
+            return bytes(self.head) + tail
         head = self.head[:self.head.rfind(b"\n") + 1] or self.head
-        tail = self.tail[-(KEPT // 2):]
+        tail = tail[-(KEPT // 2):]
         tail = tail[tail.find(b"\n") + 1:] or tail
         left = self.size - len(head) - len(tail)
-        return bytes(head) + f"[gitguard: {left} bytes left out]\n".encode() + bytes(tail)
+        return bytes(head) + f"[gitguard: {left} bytes left out]\n".encode() + tail
 
     def _keep(self, chunk: bytes) -> None:
         half = KEPT // 2
@@ -88,9 +91,11 @@ class _Tee(threading.Thread):
         if room > 0:
             self.head += chunk[:room]
             chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > 2 * half:       # trim now and then, not on every chunk
-            del self.tail[:len(self.tail) - half]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_size += len(chunk)
+        while self.tail and self.tail_size - len(self.tail[0]) >= half:
+            self.tail_size -= len(self.tail.popleft())
 
     def run(self) -> None:
         passing = True
