@@ -120,7 +120,10 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         sock.settimeout(min(2.0, take_timeout))
         address = os.path.join(store, SOCKET_NAME)
         if len(os.fsencode(address)) > _MAX_SUN_PATH:
-            dir_fd = os.open(store, os.O_PATH | os.O_DIRECTORY)
+            try:
+                dir_fd = os.open(store, os.O_PATH | os.O_DIRECTORY)
+            except OSError as exc:      # no store yet (before `init`), or none to reach
+                raise Unreachable(f"no daemon at {store}: {exc.strerror or exc}") from None
             address = f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
         try:
             sock.connect(address)

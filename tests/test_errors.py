@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from conftest import gg
+from conftest import gg, git
 from gitstate import GitState
 
 
@@ -148,3 +149,19 @@ def test_the_api_refuses_an_input_that_is_not_json(started: Path) -> None:
             with pytest.raises(GitguardError, match="the call's input is not JSON"):
                 guard.begin_call("Bash", bad)
     assert store_files(started) == before
+
+
+def test_a_repository_at_a_path_longer_than_a_socket_address_works_before_init(
+        tmp_path: Path) -> None:
+    """The daemon's socket address is `<store>/daemon.sock`; past sun_path's 108 bytes the
+    client reaches it through an O_PATH descriptor of the store, which does not exist yet
+    before the first call: that is "no daemon", not a traceback."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "repo"
+    deep.mkdir(parents=True)
+    git(deep, "init", "-q")
+    assert len(str(deep / ".git" / "gitguard" / "daemon.sock")) > 108
+    begun = gg(deep, "call", "begin", "--tool", "Write", "--input", "{}", "--writes", "a.txt",
+               "--json", check=False)
+    assert "Traceback" not in begun.stderr
+    assert begun.returncode == 0, begun.stderr
+    assert json.loads(begun.stdout)["callId"] == "call_1"
