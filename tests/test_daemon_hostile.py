@@ -11,6 +11,8 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import gg
 from daemons import running_daemon, store_of
 from gitguard import attrlog, client, ledger
@@ -68,6 +70,7 @@ def test_poison_idle_and_slow_clients_then_a_call_is_still_the_calls(repo: Path)
     assert "Traceback" not in log
 
 
+@pytest.mark.serial
 def test_a_hung_daemon_is_given_up_on_and_runs_nothing_twice(repo: Path) -> None:
     """SIGSTOP: the socket still accepts (the kernel's backlog) and nobody answers. The
     client gives up after TAKE_S and works in-process; once the daemon runs again it
@@ -108,6 +111,7 @@ def test_daemon_status_exit_codes(repo: Path) -> None:
         assert running.returncode == 0 and json.loads(running.stdout)["state"] == "running"
 
 
+@pytest.mark.serial
 def test_the_python_api_gives_up_on_a_hung_daemon_and_runs_in_process(repo: Path) -> None:
     from gitguard.api import Guard
 

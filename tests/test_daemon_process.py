@@ -153,6 +153,7 @@ def test_ten_thousand_rapid_writes_miss_nothing(repo: Path, tmp_path: Path) -> N
         assert served["full_scans"] == 1 and served["incremental"] >= 2, "O(changed) trees"
 
 
+@pytest.mark.serial
 def test_a_forced_overflow_rescans_and_marks_unknown(repo: Path, tmp_path: Path) -> None:
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     with running_daemon(repo) as pid:

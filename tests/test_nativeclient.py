@@ -277,6 +277,7 @@ def test_a_malformed_binary_request_is_refused_and_the_daemon_serves_on(
         assert ok.returncode == 0 and ok.stdout.startswith(b"call_"), ok.stderr
 
 
+@pytest.mark.serial
 def test_a_hung_daemon_is_given_up_on_and_the_call_runs_in_python(repo: Path) -> None:
     """SIGSTOP: the native client waited 300 s for an answer. It now waits GG_TAKE_S for
     the worker to take the request, then runs the Python entry, and the daemon, once it

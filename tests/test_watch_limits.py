@@ -128,6 +128,7 @@ def _watches_in_use(uid: int) -> int:
     return total
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(os.geteuid() != 0, reason="lowering fs.inotify.max_user_watches needs root")
 def test_the_global_limit_lowered_as_root(repo: Path) -> None:
     _seed(repo)
