@@ -107,17 +107,24 @@ def run(argv: list[str] | None = None, open_guard: Callable[[str], Any] | None =
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit 3
-        known = translate(exc)      # a full disk, a read-only store, input too deep
-        if known is not None:
-            click.echo(f"Error: {known.message}", err=True)
-            if known.hint:
-                click.echo(f"Hint: {known.hint}", err=True)
-            return known.exit_code
-        log = _crash_log(exc)
-        click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
-        click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
-        return EXIT_INTERNAL
+        return report_unexpected(exc, _crash_log)
     return code if isinstance(code, int) else 0
+
+
+def report_unexpected(exc: Exception, write_crash_log: Callable[[BaseException], str]) -> int:
+    """An exception no command turned into a GitguardError: a full disk, a read-only
+    store or input too deep is still the user's to fix (exit 1); anything else is a bug,
+    logged (exit 3). Shared by `run` and the daemon's fast call path."""
+    known = translate(exc)
+    if known is not None:
+        click.echo(f"Error: {known.message}", err=True)
+        if known.hint:
+            click.echo(f"Hint: {known.hint}", err=True)
+        return known.exit_code
+    log = write_crash_log(exc)
+    click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
+    click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
+    return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from gitguard import callcli
-from gitguard.errors import EXIT_INTERNAL, GitguardError, translate
+from gitguard.errors import GitguardError
 
 # The parser is the fresh-process one (gitguard.callcli: standard library only), so a
 # command line means the same in the daemon and without it.
@@ -41,16 +41,9 @@ def run(parsed: tuple[str, dict[str, Any]], guard: Any,
             click.echo(f"Hint: {exc.hint}", err=True)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - as in cli.run: a bug becomes exit 3
-        known = translate(exc)      # a full disk, a read-only store, input too deep
-        if known is not None:
-            click.echo(f"Error: {known.message}", err=True)
-            if known.hint:
-                click.echo(f"Hint: {known.hint}", err=True)
-            return known.exit_code
-        log = crash_log(exc)
-        click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
-        click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
-        return EXIT_INTERNAL
+        from gitguard.cli import report_unexpected  # loaded already in the daemon
+
+        return report_unexpected(exc, crash_log)
     return 0
 
 
