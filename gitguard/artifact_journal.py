@@ -141,13 +141,30 @@ def read(path: Path) -> dict[str, bytes]:
     return found
 
 
+# Lines whose spot a Journals keeps per journal: a call's end reads back the input its
+# begin appended a few lines before. An older line is found by a scan of the file.
+KEEP = 512
+
+
 class Journals:
-    """Where each journaled artifact is, per journal: name -> (offset, length) of its
-    line. Read once per journal and then only what was appended since."""
+    """Where journaled artifacts are, per journal: name -> (offset, length) of its line,
+    for the newest KEEP lines; each journal read once and then only what was appended
+    since. A name not among them is looked for in the older part of the file (a request
+    for history, or a fresh process: the cost of the old full index, once per lookup).
+    `placed`: which journal this process appended each recent name to, looked in first."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._seen: dict[Path, tuple[int, int, dict[str, tuple[int, int]]]] = {}
+        # path -> (inode, bytes indexed, bytes before the kept spots, spots)
+        self._seen: dict[Path, tuple[int, int, int, dict[str, tuple[int, int]]]] = {}
+        self._placed: dict[str, Path] = {}
+
+    def appended(self, path: Path, names: Iterable[str]) -> None:
+        for name in names:
+            self._placed.pop(name, None)
+            self._placed[name] = path
+        while len(self._placed) > KEEP:
+            del self._placed[next(iter(self._placed))]
 
     def find(self, name: str) -> bytes | None:
         """The stored bytes of `name`; None when no journal has a line of it. A line of it
@@ -155,7 +172,12 @@ class Journals:
         what was written)."""
         quoted = quote(name, safe="").encode() + b" "
         damaged: Path | None = None
-        for path in journals(self.directory):
+        found = journals(self.directory)
+        placed = self._placed.get(name)
+        if placed in found:
+            found.remove(placed)
+            found.insert(0, placed)
+        for path in found:
             try:
                 spot = self._index(path, quoted)
                 if spot is None:
@@ -181,9 +203,9 @@ class Journals:
         except FileNotFoundError:
             self._seen.pop(path, None)
             raise
-        inode, done, spots = self._seen.get(path, (st.st_ino, 0, {}))
+        inode, done, floor, spots = self._seen.get(path, (st.st_ino, 0, 0, {}))
         if inode != st.st_ino or st.st_size < done:
-            done, spots = 0, {}         # rewritten or cut (a torn tail repaired)
+            done, floor, spots = 0, 0, {}       # rewritten or cut (a torn tail repaired)
         if st.st_size > done:
             with open(path, "rb") as fh:
                 fh.seek(done)
@@ -196,8 +218,29 @@ class Journals:
                 space = tail.find(b" ", at, end)
                 if space > at:
                     key = tail[at:space + 1].decode("ascii", errors="replace")
+                    spots.pop(key, None)        # re-inserted: the newest stays last
                     spots[key] = (done + at, end + 1 - at)
                 at = end + 1
             done += at
-        self._seen[path] = (st.st_ino, done, spots)
-        return spots.get(quoted.decode("ascii", errors="replace"))
+            for key in list(spots)[:max(0, len(spots) - KEEP)]:
+                offset, length = spots.pop(key)     # oldest first: lines before `floor`
+                floor = max(floor, offset + length)  # are all dropped or superseded
+        self._seen[path] = (st.st_ino, done, floor, spots)
+        key = quoted.decode("ascii", errors="replace")
+        spot = spots.get(key)
+        if spot is None and floor:
+            spot = _scan(path, quoted, floor)
+        return spot
+
+
+def _scan(path: Path, quoted: bytes, limit: int) -> tuple[int, int] | None:
+    """The spot of the last line of `quoted` starting before `limit` (its newer lines,
+    if any, are among the spots kept)."""
+    with open(path, "rb") as fh:
+        head = fh.read(limit)
+        start = head.rfind(b"\n" + quoted) + 1
+        if not start and not head.startswith(quoted):
+            return None
+        fh.seek(start)
+        line = fh.readline()
+    return (start, len(line)) if line.endswith(b"\n") else None

@@ -24,7 +24,7 @@ from gitguard import (
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.integrations import baselines
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
-from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
+from gitguard.replay import BLOCKING_STATUSES, stricter
 from gitguard.workspace import safe_relpath
 
 if TYPE_CHECKING:
@@ -53,23 +53,27 @@ def _replay_check(state: ledger.LedgerState, lineage: Sequence[str], tool: str, 
                   policy: ReplayPolicy, confirm: bool, force: bool) -> str | None:
     """The earlier call this one repeats, or a ReplayRefused when the policy says no.
     `lineage`: the session and the sessions it was forked from (their calls are its past)."""
-    # Looked up by key, not a walk of the whole ledger: O(this input's runs), not O(history).
-    runs = [e for sid in reversed(lineage) for e in state.runs_of((sid, tool, digest))]
-    earlier = [e for e in runs if e.status in BLOCKING_STATUSES]
+    # Looked up by key, not a walk of the whole ledger: O(this input's runs), not O(history),
+    # and without their entries (which may be older than the ledger's window).
+    runs = [r for sid in reversed(lineage) for r in state.runs_by_key((sid, tool, digest))]
+    earlier = [(call_id, run) for call_id, run in runs if run.status in BLOCKING_STATUSES]
     if not earlier:
         return None
-    prior = earlier[-1]
-    policy = stricter(*(effective_policy(e, policy) for e in earlier))
+    # Each run's policy is effective_policy(its entry, "auto"): the stricter of them and
+    # the policy asked for is the stricter of effective_policy(entry, asked) over them.
+    policy = stricter(policy, *(run.policy for _call_id, run in earlier))
+    prior_id = earlier[-1][0]
+    if policy == "auto" or force or (policy == "ask" and confirm):
+        return prior_id
+    prior = state.get(prior_id)         # refused: its entry, for the message
     when = prior.finished_at or prior.started_at or prior.planned_at
     same = " on the same state" if prior.replay_key else ""
     said = (f"{tool} with this input{same} already ran as {prior.call_id} "
             f"({prior.status} at {when}); its replay policy is {policy}")
-    if policy == "ask" and not (confirm or force):
+    if policy == "ask":
         raise ReplayRefused(said, "check that running it again is safe, then pass --confirm")
-    if policy == "never" and not force:
-        raise ReplayRefused(said, "it must not run twice; if you are sure, pass --force-replay "
-                                  "(the override is recorded in the ledger)")
-    return prior.call_id
+    raise ReplayRefused(said, "it must not run twice; if you are sure, pass --force-replay "
+                              "(the override is recorded in the ledger)")
 
 
 def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str,
@@ -112,10 +116,10 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
     with g.store.writing():
         session = sessions.resolve(g.store, session_id)
         state = ledger.read(g.store)
-        call_id = call_id or f"call_{len(state.order) + 1}"
-        if call_id in state.entries:
+        call_id = call_id or f"call_{state.calls + 1}"
+        if state.known(call_id):
             raise IllegalTransition(f"call {call_id} already exists "
-                                    f"({state.entries[call_id].status})",
+                                    f"({state.get(call_id).status})",
                                     "use a new --call-id, or end it with `gitguard call end`")
         policy = replay or cls.replay_policy
         try:
@@ -132,7 +136,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
         with g.store.appending_artifacts(session.session_id,
                                          [(f"input_{call_id}.json", stored_input)]) as refs:
             planned = ToolLedgerEntry(
-                call_id=call_id, step_id=step_id or f"step_{len(state.order) + 1}",
+                call_id=call_id, step_id=step_id or f"step_{state.calls + 1}",
                 tool_name=tool, input_hash=digest, status="planned",
                 risk_level=risk or cls.risk_level, idempotency=idempotency or cls.idempotency,
                 replay_policy=policy, side_effects=tuple(side_effects) or cls.side_effects,
@@ -295,10 +299,13 @@ def _declared_by_overlapping(state: ledger.LedgerState, entry: ToolLedgerEntry) 
     """Paths declared by the other calls whose windows overlapped this one's: begun after it
     (it is still open), or begun before it and not finished when it began."""
     start = entry.started_at or ""
+    kept, dropped_until = state.recent_entries()
+    # A finished call left out of the ledger's window overlaps this one only if it ended
+    # after this one began: rare (a call open across WINDOW others), then read them all.
+    others = kept if dropped_until < start else state.in_order()
     found: set[str] = set()
-    for call_id in reversed(state.order):
-        other = state.entries[call_id]
-        if call_id == entry.call_id or not other.declared_writes:
+    for other in others:
+        if other.call_id == entry.call_id or not other.declared_writes:
             continue
         if other.started_at is None:
             continue                    # never started: it wrote nothing

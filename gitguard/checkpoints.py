@@ -25,32 +25,97 @@ from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 
 
+# Rows a long-lived process keeps between reads of the index: a call's begin and end look
+# up their session's newest row and the call's pre checkpoint, a few rows back. Older
+# ones are read from disk by whoever asks for `Index.rows` (issue #21 item 8).
+KEEP = 256
+
+
 @dataclass
 class Index:
-    rows: list[CheckpointIndexRow] = field(default_factory=list)
-    # next_id's tally: the highest number per id prefix among rows[:counted], so a new id
-    # costs the rows added since, not a scan of the whole day (O(history) per checkpoint)
+    """The checkpoint index. `recent`: its newest rows (all of them when `total` is their
+    number); `rows`: every row, read from the file the first time it is asked for."""
+    recent: list[CheckpointIndexRow] = field(default_factory=list)
+    # next_id's tally: the highest number per id prefix among all rows, kept up to date
+    # as rows are added, so a new id costs nothing, not a scan of the whole day
     top: dict[str, int] = field(default_factory=dict)
-    counted: int = 0
+    total: int = 0
+    path: Path | None = None
+    _all: list[CheckpointIndexRow] | None = field(default=None, repr=False)
 
-    def find(self, checkpoint_id: str) -> CheckpointIndexRow:
-        for row in self.rows:
-            if row.checkpoint_id == checkpoint_id:
+    @property
+    def rows(self) -> list[CheckpointIndexRow]:
+        if self._all is None:
+            if len(self.recent) == self.total or self.path is None:
+                self._all = self.recent
+            else:
+                raw, _st = tailcache.read_full(self.path)
+                self._all = _parse(self.path, raw)
+        return self._all
+
+    def add(self, row: CheckpointIndexRow) -> None:
+        """A row just appended to the index file."""
+        self.recent.append(row)
+        if self._all is not None and self._all is not self.recent:
+            self._all.append(row)
+        self.total += 1
+        _tally(self.top, [row])
+
+    def _newest(self, match: Callable[[CheckpointIndexRow], bool]) -> CheckpointIndexRow | None:
+        for row in reversed(self.recent):
+            if match(row):
                 return row
-        raise UnknownId(f"no checkpoint {checkpoint_id!r}",
-                        "list checkpoints with `gitguard checkpoints`")
-
-    def latest(self, session_id: str | None = None) -> CheckpointIndexRow | None:
-        for row in reversed(self.rows):
-            if session_id is None or row.session_id == session_id:
+        if len(self.recent) == self.total:
+            return None
+        for row in reversed(self.rows):     # older than the rows kept: read from disk
+            if match(row):
                 return row
         return None
 
+    def find(self, checkpoint_id: str) -> CheckpointIndexRow:
+        found = self._newest(lambda row: row.checkpoint_id == checkpoint_id)
+        if found is None:
+            raise UnknownId(f"no checkpoint {checkpoint_id!r}",
+                            "list checkpoints with `gitguard checkpoints`")
+        return found
 
-# The rows this process last read per index file and how far into it they reach: the next
-# read decodes only what was appended since. gc replaces the file (a new inode), which
-# tailcache.read_after notices, so the next read is a full one.
-_READ: dict[Path, tuple[tailcache.Mark, list[CheckpointIndexRow], dict[str, int]]] = {}
+    def latest(self, session_id: str | None = None) -> CheckpointIndexRow | None:
+        return self._newest(lambda row: session_id is None or row.session_id == session_id)
+
+    def last(self) -> CheckpointIndexRow | None:
+        return self.recent[-1] if self.recent else None
+
+    def after(self, checkpoint_id: str) -> list[CheckpointIndexRow] | None:
+        """The rows after `checkpoint_id`'s, oldest first; None when there is no such row."""
+        for rows in (self.recent, self.rows):   # the rows kept, else all from disk
+            for at in range(len(rows) - 1, -1, -1):
+                if rows[at].checkpoint_id == checkpoint_id:
+                    return rows[at + 1:]
+        return None
+
+
+# The newest rows this process last read per index file, the tally of all of them, their
+# number and how far into the file they reach: the next read decodes only what was
+# appended since. gc replaces the file (a new inode), which tailcache.read_after notices,
+# so the next read is a full one.
+@dataclass
+class _Read:
+    mark: tailcache.Mark
+    recent: list[CheckpointIndexRow]
+    top: dict[str, int]
+    total: int
+
+    def take(self, rows: Sequence[CheckpointIndexRow]) -> None:
+        self.recent.extend(rows)
+        del self.recent[:-KEEP]
+        _tally(self.top, rows)
+        self.total += len(rows)
+
+    def index(self, path: Path) -> Index:
+        return Index(list(self.recent), dict(self.top), self.total, path)
+
+
+_READ: dict[Path, _Read] = {}
 _READ_MAX = 8
 
 
@@ -72,31 +137,33 @@ def read_index(store: Store) -> Index:
     path = store.index_path
     cached = _READ.pop(path, None)
     if cached is not None:
-        tail = tailcache.read_after(path, cached[0])
+        tail = tailcache.read_after(path, cached.mark)
         if tail is not None:
             decoded = [durable.decode_line(line) for line in tail.data.split(b"\n")[:-1]]
             records = [r for r in decoded if r is not None]
             if len(records) == len(decoded):    # else the full read names the bad line
-                rows, top = cached[1], cached[2]
-                new = [CheckpointIndexRow.model_validate(r) for r in records]
-                rows.extend(new)
-                _tally(top, new)
-                _READ[path] = (tail.mark, rows, top)
-                return Index(list(rows), dict(top), len(rows))
+                cached.take([CheckpointIndexRow.model_validate(r) for r in records])
+                cached.mark = tail.mark
+                _READ[path] = cached
+                return cached.index(path)
     return read_index_full(store)
 
 
 def read_index_full(store: Store) -> Index:
     path = store.index_path
     raw, st = tailcache.read_full(path)
-    rows = [CheckpointIndexRow.model_validate(r) for r in durable.parse_jsonl(path, raw).records]
+    rows = _parse(path, raw)
     top: dict[str, int] = {}
     _tally(top, rows)
     if st is not None:
         while len(_READ) >= _READ_MAX:
             del _READ[next(iter(_READ))]
-        _READ[path] = (tailcache.mark_of(raw, st), list(rows), dict(top))
-    return Index(rows, top, len(rows))
+        _READ[path] = _Read(tailcache.mark_of(raw, st), rows[-KEEP:], dict(top), len(rows))
+    return Index(rows, top, len(rows), path)
+
+
+def _parse(path: Path, raw: bytes) -> list[CheckpointIndexRow]:
+    return [CheckpointIndexRow.model_validate(r) for r in durable.parse_jsonl(path, raw).records]
 
 
 def pruned_ids(store: Store) -> set[str]:
@@ -135,14 +202,12 @@ def pruned_record(ids: Sequence[str], pruned_at: str | None = None) -> dict[str,
     return {"prunedAt": pruned_at or clock.stamp(), "ranges": ranges, "checkpointIds": single}
 
 
-def _advance(path: Path, cached: tuple[tailcache.Mark, list[CheckpointIndexRow],
-                                        dict[str, int]], line: bytes,
-             row: CheckpointIndexRow) -> None:
+def _advance(path: Path, cached: _Read, line: bytes, row: CheckpointIndexRow) -> None:
     """Move this process's read of the index past the line it just appended, so the next
     read_index does not read, checksum and validate it again. Only when the file is the
     one marked and is exactly the marked prefix plus that line (under the store lock
     nothing else appends); else the cache stays as it was and the next read finds out."""
-    mark, rows, top = cached
+    mark = cached.mark
     try:
         st = os.stat(path)
     except OSError:
@@ -150,11 +215,10 @@ def _advance(path: Path, cached: tuple[tailcache.Mark, list[CheckpointIndexRow],
     if ((st.st_dev, st.st_ino) != (mark.dev, mark.ino) or mark.size != mark.offset
             or st.st_size != mark.offset + len(line) or _READ.get(path) is not cached):
         return
-    rows.append(row)
-    _tally(top, [row])
+    cached.take([row])
     guard = line[-4096:]        # tailcache's guard: the last line, at most 4 KiB of it
-    _READ[path] = (tailcache.Mark(mark.dev, mark.ino, st.st_size, guard, st.st_size,
-                                  st.st_mtime_ns), rows, top)
+    cached.mark = tailcache.Mark(mark.dev, mark.ino, st.st_size, guard, st.st_size,
+                                 st.st_mtime_ns)
 
 
 def _tally(top: dict[str, int], rows: Sequence[CheckpointIndexRow]) -> None:
@@ -171,13 +235,7 @@ def _tally(top: dict[str, int], rows: Sequence[CheckpointIndexRow]) -> None:
 
 def next_id(index: Index) -> str:
     """Today's next number: one above the highest of today's ids in the index (the id of a
-    file whose index row a crash lost is written again, as before). The tally is brought
-    up to date with the rows appended since it was counted; anything else (rows replaced
-    by a shorter list) recounts."""
-    if index.counted > len(index.rows):
-        index.top, index.counted = {}, 0
-    _tally(index.top, index.rows[index.counted:])
-    index.counted = len(index.rows)
+    file whose index row a crash lost is written again, as before)."""
     prefix = f"ckpt_{clock.day()}_"
     return f"{prefix}{index.top.get(prefix, 0) + 1:03d}"
 
@@ -317,7 +375,7 @@ def _index(store: Store, index: Index, path: Path, data: bytes, fields: dict[str
     line = durable.encode_line(_camel(row_fields))
     cached = _READ.get(store.index_path)
     durable.append_jsonl(store.index_path, [_camel(row_fields)])
-    index.rows.append(row)
+    index.add(row)
     if cached is not None:
         _advance(store.index_path, cached, line, row)
 

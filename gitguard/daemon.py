@@ -250,6 +250,14 @@ class Daemon:
 
     # --- requests -----------------------------------------------------------------------
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._handle(request)
+        finally:
+            # What a whole-history request (status, resume, a call older than the window)
+            # read of the ledger is let go: the daemon keeps only what the next call needs.
+            ledger.trim()
+
+    def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = str(request.get("op", ""))
         args = request.get("args") or {}
         if not isinstance(args, dict):

@@ -398,7 +398,7 @@ class Engine:
         (marked uncertain) cannot be told from the user: its changes are ambiguous. One
         ended by a process the daemon did not serve keeps what it saw."""
         for call_id in list(self.tracker.windows):
-            entry = state.entries.get(call_id)
+            entry = state.lookup(call_id)
             if entry is not None and entry.status == "started":
                 continue
             verdicts = self.tracker.close(call_id, {})

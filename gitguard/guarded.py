@@ -75,7 +75,7 @@ class Applied:
 
 def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
     number = sum(1 for call_id in state.order if call_id.startswith(prefix + "_")) + 1
-    while f"{prefix}_{number}" in state.entries:
+    while state.known(f"{prefix}_{number}"):
         number += 1
     return f"{prefix}_{number}"
 
@@ -414,7 +414,7 @@ _TEMP_NAME = re.compile(r"\.(.+)" + re.escape(fileops.TEMP_INFIX) + r"[0-9a-f]{8
 
 def sweep_interrupted(g: Guard, state: ledger.LedgerState) -> list[str]:
     """Temporary files of gitguard writes a crash interrupted (entries left uncertain)."""
-    paths = {p for e in state.entries.values()
+    paths = {p for e in state.open_entries()
              if e.tool_name.startswith("gitguard.") and e.status in ("started", "uncertain")
              for p in e.declared_writes}
     return sweep_temps(g.ws.root, paths) if paths else []

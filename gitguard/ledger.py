@@ -1,16 +1,36 @@
-"""The tool ledger: append-only events, folded to the current entry per callId."""
+"""The tool ledger: append-only events, folded to the current entry per callId.
+
+A long-lived process (the daemon) reads the ledger at every `call begin` and `call end`
+of a session that may reach tens of thousands of calls, so what it keeps between reads
+is bounded (issue #21 item 8: flat memory and per-call time as history grows):
+
+* `recent`: every call not yet finished (planned, approved, started, uncertain: the only
+  ones an event can still change) and the newest WINDOW others, as entries;
+* `runs`: per callId, its first seq, status and replay policy (a small tuple), and
+  `by_run`, run_key's hash -> callIds: what the replay guard and the "is this callId
+  taken" check need for every call ever made, without its entry;
+* the seq, the torn tail and the recovery actions.
+
+Anything else is read from disk on the rare request that needs it: `entries`, `order`,
+`first_seq` and `in_order()` fold the whole ledger (through ledger.fold.json) once per
+state that asks, and `get`/`lookup` of a call older than the window do the same. The
+ledger file stays the only truth; what is kept in memory is what a fold of it gives
+(tests/test_ledger_window.py compares the two, with calls pushed out of the window).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gitguard import clock, durable, faults, ledger_fold, ledger_segment, tailcache
 from gitguard.errors import IllegalTransition, UnknownId
-from gitguard.models import LedgerEvent, RecoveryAction, ToolLedgerEntry
+from gitguard.models import TERMINAL, LedgerEvent, RecoveryAction, ReplayPolicy, ToolLedgerEntry
+from gitguard.replay import effective_policy
 from gitguard.store import Store
 
 # Which status may follow which. `uncertain` is only reached through a crash (resume),
@@ -23,6 +43,10 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "succeeded": frozenset(),
     "failed": frozenset(),
 }
+
+# Finished calls kept as entries besides the open ones: a call's end, a hook's lookup of
+# the call it reports, the shared pre checkpoint's previous call all look a few calls back.
+WINDOW = 256
 
 
 def input_hash(tool_input: Any) -> str:
@@ -38,65 +62,203 @@ def run_key(entry: ToolLedgerEntry) -> RunKey:
     return entry.session_id, entry.tool_name, entry.replay_key or entry.input_hash
 
 
+def _key_hash(key: RunKey) -> int:
+    """by_run's key: 64 bits of the run key instead of its ~200 bytes of strings. Two keys
+    sharing one (odds ~n^2 / 2^64) would make a call look like a repeat of the other's:
+    a question asked, never a replay let through."""
+    return int.from_bytes(hashlib.blake2b("\0".join(key).encode(errors="surrogatepass"),
+                                          digest_size=8).digest(), "big")
+
+
+class Run(NamedTuple):
+    """What the replay guard needs of a call, kept for every call (its entry may not be)."""
+    seq: int                    # its first event's seq
+    status: str
+    policy: ReplayPolicy        # its replay policy for a repeat that asks for "auto"
+
+
+def _run(seq: int, entry: ToolLedgerEntry) -> Run:
+    # Interned: a few distinct strings shared by every Run, not one object per call.
+    return Run(seq, sys.intern(entry.status), effective_policy(entry, "auto"))
+
+
+@dataclass
+class Whole:
+    """The whole fold, read from disk when a state is asked for all of history."""
+    entries: dict[str, ToolLedgerEntry]
+    order: list[str]
+    first_seq: dict[str, int]
+
+
 @dataclass
 class LedgerState:
-    entries: dict[str, ToolLedgerEntry] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)      # callIds in order of first appearance
-    first_seq: dict[str, int] = field(default_factory=dict)  # seq of each call's first event
+    recent: dict[str, ToolLedgerEntry] = field(default_factory=dict)  # see the docstring
+    # callId -> Run of every call. Shared by the copies of one cached fold and only ever
+    # added to or updated to a newer status (by whoever folds or appends a line first):
+    # a state sees the calls whose first seq is within its own last_seq.
+    runs: dict[str, Run] = field(default_factory=dict)
+    calls: int = 0                              # callIds within last_seq
     actions: list[LedgerEvent] = field(default_factory=list)
     last_seq: int = 0
     torn: bytes = b""
-    # run_key -> callIds in order: the replay check at every `call begin` looks up its
-    # key instead of walking the whole ledger. Kept up to date where `entries` changes
-    # (note_updates); None: built on first use.
-    by_run: dict[RunKey, tuple[str, ...]] | None = None
+    # The newest finished_at of the finished calls left out of `recent` ("\uffff" when
+    # one had none): a call that began after it overlaps none of them.
+    dropped_until: str = ""
+    # hash of run_key -> callIds in ledger order (shared like `runs`); None: built on
+    # first use (a process that never checks a replay never builds it).
+    by_run: dict[int, tuple[str, ...]] | None = None
+    ledger_path: Path | None = None
+    whole: Whole | None = field(default=None, compare=False, repr=False)
     # The cached fold this state is a copy of (ledger.read): an index built here is handed
     # back to it, so a process builds it once, and only when it checks a replay.
     source: LedgerState | None = field(default=None, compare=False, repr=False)
 
+    # --- the calls the hot path looks at ----------------------------------------------
+    def known(self, call_id: str) -> bool:
+        run = self.runs.get(call_id)
+        return run is not None and run.seq <= self.last_seq
+
+    def lookup(self, call_id: str) -> ToolLedgerEntry | None:
+        found = self.recent.get(call_id)
+        if found is not None or not self.known(call_id):
+            return found
+        return self._whole().entries.get(call_id)      # older than the window: from disk
+
     def get(self, call_id: str) -> ToolLedgerEntry:
-        try:
-            return self.entries[call_id]
-        except KeyError:
+        found = self.lookup(call_id)
+        if found is None:
             raise UnknownId(f"no call {call_id!r} in the ledger",
-                            "list calls with `gitguard ledger`") from None
+                            "list calls with `gitguard ledger`")
+        return found
+
+    def open_entries(self) -> list[ToolLedgerEntry]:
+        """The calls not finished, in ledger order (all of them are in `recent`)."""
+        return [e for e in self.recent.values() if e.status not in TERMINAL]
+
+    def recent_entries(self) -> tuple[list[ToolLedgerEntry], str]:
+        """The entries kept, in ledger order, and `dropped_until` (see above)."""
+        return list(self.recent.values()), self.dropped_until
+
+    # --- all of history (read from disk when not in memory) ----------------------------
+    @property
+    def entries(self) -> dict[str, ToolLedgerEntry]:
+        return self._whole().entries
+
+    @property
+    def order(self) -> list[str]:
+        return self._whole().order
+
+    @property
+    def first_seq(self) -> dict[str, int]:
+        return self._whole().first_seq
 
     def in_order(self) -> list[ToolLedgerEntry]:
-        return [self.entries[c] for c in self.order]
+        whole = self._whole()
+        return [whole.entries[c] for c in whole.order]
+
+    def _whole(self) -> Whole:
+        if self.whole is None:
+            self.whole = _read_whole(self)
+        return self.whole
+
+    # --- the replay index -------------------------------------------------------------
+    def runs_by_key(self, key: RunKey) -> list[tuple[str, Run]]:
+        """(callId, Run) of the calls with this run_key, in ledger order."""
+        if self.by_run is None:
+            runs: dict[int, list[str]] = {}
+            for entry in self.in_order():
+                runs.setdefault(_key_hash(run_key(entry)), []).append(
+                    sys.intern(entry.call_id))
+            self.by_run = {found: tuple(ids) for found, ids in runs.items()}
+            source = self.source
+            if source is not None and source.by_run is None and source.last_seq == self.last_seq:
+                source.by_run = self.by_run       # the same fold: nothing appended since
+        found = []
+        for call_id in self.by_run.get(_key_hash(key), ()):
+            run = self.runs.get(call_id)
+            if run is not None and run.seq <= self.last_seq:
+                found.append((call_id, run))
+        return found
 
     def runs_of(self, key: RunKey) -> list[ToolLedgerEntry]:
         """The calls with this run_key, in ledger order: what filtering in_order() by the
         key gives (tests/test_replay_index.py compares the two)."""
-        if self.by_run is None:
-            runs: dict[RunKey, list[str]] = {}
-            for call_id in self.order:
-                runs.setdefault(run_key(self.entries[call_id]), []).append(call_id)
-            self.by_run = {found: tuple(ids) for found, ids in runs.items()}
-            source = self.source
-            if (source is not None and source.by_run is None and source.last_seq == self.last_seq
-                    and len(source.order) == len(self.order)):
-                source.by_run = dict(self.by_run)       # the same fold: nothing appended since
-        return [self.entries[c] for c in self.by_run.get(key, ())]
+        return [self.get(call_id) for call_id, _run in self.runs_by_key(key)]
 
-    def note_updates(self, updates: dict[str, ToolLedgerEntry]) -> None:
-        """Keep by_run in step before `updates` (callId -> newest entry, new calls in the
-        order they appear in the ledger) go into `entries`."""
-        if self.by_run is None:
-            return
+    # --- folding new events in --------------------------------------------------------
+    def take(self, updates: dict[str, ToolLedgerEntry], first: dict[str, int]) -> None:
+        """Fold `updates` (callId -> newest entry, new calls in ledger order; `first`:
+        the first seq of each new one) into this state. The caller sets last_seq."""
         for call_id, entry in updates.items():
-            key = run_key(entry)
-            before = self.entries.get(call_id)
-            if before is None:
-                self.by_run[key] = (*self.by_run.get(key, ()), call_id)
-            elif run_key(before) != key:
-                self.by_run = None          # never seen in practice: rebuild on next use
-                return
+            seq = first.get(call_id)
+            known = self.runs.get(call_id)
+            if seq is None and known is not None:
+                seq = known.seq
+            if seq is None:     # an update of a call this state does not have: impossible
+                raise KeyError(call_id)
+            call_id = sys.intern(call_id)
+            if call_id in first:
+                self.calls += 1
+            if self.by_run is not None:
+                self._index(call_id, entry, new=call_id in first)
+            self.runs[call_id] = _run(seq, entry)
+            self.recent[call_id] = entry
+            if self.whole is not None:
+                if call_id in first:
+                    self.whole.order.append(call_id)
+                    self.whole.first_seq[call_id] = seq
+                self.whole.entries[call_id] = entry
+        self._trim()
+
+    def _index(self, call_id: str, entry: ToolLedgerEntry, new: bool) -> None:
+        assert self.by_run is not None
+        key = _key_hash(run_key(entry))
+        ids = self.by_run.get(key, ())
+        if call_id in ids:
+            return          # indexed already (an update; or another copy of this fold)
+        if not new:
+            self.by_run = None      # its key changed (never seen in practice): rebuild
+            return
+        self.by_run[key] = (*ids, call_id)
+
+    def _trim(self) -> None:
+        over = len(self.recent) - WINDOW
+        if over <= 0:
+            return
+        dropped = []
+        for call_id, entry in self.recent.items():
+            if entry.status in TERMINAL:
+                dropped.append(call_id)
+                end = entry.finished_at or "\uffff"
+                if end > self.dropped_until:
+                    self.dropped_until = end
+                if len(dropped) == over:
+                    break
+        for call_id in dropped:
+            del self.recent[call_id]
 
     def copy(self) -> LedgerState:
-        """Containers copied, entries shared (they are frozen models), by_run's tuples too."""
-        return LedgerState(dict(self.entries), list(self.order), dict(self.first_seq),
-                           list(self.actions), self.last_seq, self.torn,
-                           None if self.by_run is None else dict(self.by_run))
+        """`recent` and `actions` copied; `runs` and `by_run` shared (see above); `whole`
+        shared until it changes (take copies nothing of it: a copy gets its own)."""
+        whole = self.whole
+        if whole is not None:
+            whole = Whole(dict(whole.entries), list(whole.order), dict(whole.first_seq))
+        return LedgerState(dict(self.recent), self.runs, self.calls, list(self.actions),
+                           self.last_seq, self.torn, self.dropped_until, self.by_run,
+                           self.ledger_path, whole)
+
+
+def _read_whole(state: LedgerState) -> Whole:
+    """Every call's entry, from the ledger on disk. Under the store lock it is exactly
+    this state's ledger; a reader without it may see calls appended since, as a read a
+    moment later would."""
+    if state.ledger_path is None:       # a state made in memory, not read
+        return Whole(dict(state.recent), list(state.recent),
+                     {c: state.runs[c].seq for c in state.recent})
+    raw, _st = tailcache.read_full(state.ledger_path)
+    whole = ledger_segment.stream(state.ledger_path, raw)
+    folded = ledger_fold.fold(state.ledger_path, whole) if whole else ledger_fold.Fold()
+    return Whole(folded.entries, folded.order, folded.first_seq)
 
 
 # The state this process last folded per ledger, and how far into the file it reaches:
@@ -108,6 +270,13 @@ _FOLDED_MAX = 8
 def forget() -> None:
     """Drop the in-process fold (the next read is a full one, as in a fresh process)."""
     _FOLDED.clear()
+
+
+def trim() -> None:
+    """Let go of the whole history a request read (the daemon calls this after each
+    request): the next whole-history request reads it from disk again."""
+    for _mark, state in _FOLDED.values():
+        state.whole = None
 
 
 def read(store: Store) -> LedgerState:
@@ -132,15 +301,16 @@ def read_full(store: Store) -> LedgerState:
     # mark stays on ledger.jsonl alone, where appends go (gitguard.ledger_segment).
     whole = ledger_segment.stream(path, raw)
     folded = ledger_fold.fold(path, whole) if whole else ledger_fold.Fold()
-    state = LedgerState(order=folded.order, first_seq=folded.first_seq,
-                        last_seq=folded.last_seq, torn=folded.torn,
+    state = LedgerState(last_seq=folded.last_seq, torn=folded.torn, ledger_path=path,
                         actions=[LedgerEvent.model_validate(r) for r in folded.actions])
-    state.entries = folded.entries      # only the newest state of each call is validated
+    state.take(folded.entries, folded.first_seq)
+    state.whole = Whole(folded.entries, folded.order, folded.first_seq)
     if st is not None:
         while len(_FOLDED) >= _FOLDED_MAX:
             del _FOLDED[next(iter(_FOLDED))]
-        _FOLDED[path] = (tailcache.mark_of(raw, st), state.copy())
-        state.source = _FOLDED[path][1]
+        cached = state.copy()
+        _FOLDED[path] = (tailcache.mark_of(raw, st), cached)
+        state.source = cached
     return state
 
 
@@ -152,8 +322,7 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
     if len(records) != len(decoded):
         return False
     latest: dict[str, dict[str, Any]] = {}
-    earlier = ledger_fold.States(state.entries)
-    order: list[str] = []
+    earlier = ledger_fold.States(_Known(state))
     first: dict[str, int] = {}
     actions: list[LedgerEvent] = []
     last_seq = state.last_seq
@@ -167,17 +336,26 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
         if call_id is None:
             if record.get("action") is not None:
                 actions.append(LedgerEvent.model_validate(record))
-        elif call_id not in state.entries and call_id not in first:
-            order.append(call_id)
+        elif not state.known(call_id) and call_id not in first:
             first[call_id] = seq
-    updates = ledger_fold.validate(latest)
-    state.note_updates(updates)
-    state.entries.update(updates)
-    state.order += order
-    state.first_seq.update(first)
+    state.take(ledger_fold.validate(latest), first)
     state.actions.extend(actions)
     state.last_seq = last_seq
     return True
+
+
+class _Known(dict[str, ToolLedgerEntry]):
+    """`state`'s calls for ledger_fold.States: the ones in `recent`, else from disk."""
+
+    def __init__(self, state: LedgerState) -> None:
+        super().__init__()
+        self.state = state
+
+    def __contains__(self, call_id: object) -> bool:
+        return isinstance(call_id, str) and self.state.known(call_id)
+
+    def __getitem__(self, call_id: str) -> ToolLedgerEntry:
+        return self.state.get(call_id)
 
 
 def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: str) -> None:
@@ -205,7 +383,7 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
     pending: dict[str, ToolLedgerEntry] = {}
     first: dict[str, int] = {}
     for entry in entries:
-        current = pending.get(entry.call_id) or state.entries.get(entry.call_id)
+        current = pending.get(entry.call_id) or state.lookup(entry.call_id)
         check_transition(current, entry.status, entry.call_id)
         seq += 1
         if current is None:
@@ -221,15 +399,9 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
     faults.point(f"ledger.before_{entries[-1].status}")
     durable.append_jsonl(store.ledger_path, events)
     faults.point(f"ledger.after_{entries[-1].status}")
+    state.take(pending, first)
     state.actions += done
-    seq += len(done)
-    for entry in entries:
-        state.note_updates({entry.call_id: entry})
-        if entry.call_id not in state.entries:
-            state.order.append(entry.call_id)
-        state.entries[entry.call_id] = entry
-    state.first_seq.update(first)
-    state.last_seq = seq
+    state.last_seq = seq + len(done)
 
 
 def append_action(store: Store, state: LedgerState, action: RecoveryAction, session_id: str,

@@ -32,10 +32,8 @@ def reusable(store: Store, snap: Snapshotter, index: checkpoints.Index,
              ) -> Checkpoint | None:
     """The previous call's post checkpoint when it can stand as this call's pre, else None.
     Under the store lock (the index and the ledger are the ones just read)."""
-    if not index.rows:
-        return None
-    row = index.rows[-1]                   # no checkpoint of anyone after it
-    if row.kind != "post" or row.session_id != session_id:
+    row = index.last()                      # no checkpoint of anyone after it
+    if row is None or row.kind != "post" or row.session_id != session_id:
         return None
     try:
         found = checkpoints.load(store, row)
@@ -44,7 +42,7 @@ def reusable(store: Store, snap: Snapshotter, index: checkpoints.Index,
     # Its call's `finished` record names it and is the ledger's last event: a post
     # checkpoint a crash left unnamed, or any event since (another call, a recovery
     # action, a rollback), means a fresh checkpoint.
-    entry = state.entries.get(found.call_id or "")
+    entry = state.lookup(found.call_id or "")
     if (entry is None or entry.post_checkpoint_id != row.checkpoint_id
             or found.ledger_seq + 1 != state.last_seq):
         return None

@@ -195,6 +195,7 @@ class Store:
         wait = artifact_journal.append(
             journal, [(name, self.privacy.seal(data, f"artifact:{name}")) for name, data in items],
             background=background)
+        self._journals.appended(journal, (name for name, _data in items))
         after = durable.stat_key(journal)   # ends on a whole line: ours
         if after is not None:
             self._clean[journal] = after

@@ -122,5 +122,5 @@ def test_ids_stay_unique_and_increasing_across_processes_and_days(
         cold = checkpoints.next_id(checkpoints.read_index(guard.store))
         assert cold == _scan_next_id(rows, day)
         warm = checkpoints.read_index(guard.store)       # from the cache, then appended to
-        warm.rows.append(rows[0].model_copy(update={"checkpoint_id": f"ckpt_{day}_500"}))
+        warm.add(rows[0].model_copy(update={"checkpoint_id": f"ckpt_{day}_500"}))
         assert checkpoints.next_id(warm) == _scan_next_id(warm.rows, day) == f"ckpt_{day}_501"

@@ -140,7 +140,7 @@ def end_task(guard: Guard, ended: Ended) -> bool:
     task = open_tasks(guard.store).get(ended.task_id)
     if task is None:
         return False
-    entry = ledger.read(guard.store).entries.get(task[0])
+    entry = ledger.read(guard.store).lookup(task[0])
     if entry is not None and entry.status == "started":
         guard.end_call(entry.call_id, ended.status, ended.result)
     note_ended(guard.store, ended.task_id)

@@ -93,16 +93,16 @@ def left_by_user(store: Store, snap: Snapshotter, index: Index, since_checkpoint
     A call's pre-to-post diff must not claim these: a `git checkout` the user ran while the
     call was open changed them, not the call.
     """
-    if not journal(store).exists():     # before the O(checkpoints) map: the common case
+    if not journal(store).exists():     # the common case
         return {}
-    position = {row.checkpoint_id: i for i, row in enumerate(index.rows)}
-    start = position.get(since_checkpoint)
-    if start is None:
+    after = index.after(since_checkpoint)      # the call's own rows are the newest
+    if after is None:
         return {}
+    later = {row.checkpoint_id for row in after}
     left: dict[str, str | None] = {}
     for record in read(store):
         if not (isinstance(record, GitMove) and record.owner == "user" and record.checkpoint_id
-                and position.get(record.checkpoint_id, -1) > start):
+                and record.checkpoint_id in later):
             continue
         if record.old_head and record.new_head and record.old_head != record.new_head:
             moved = snap.diff(snap.tree_of(record.old_head), snap.tree_of(record.new_head))

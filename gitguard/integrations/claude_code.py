@@ -177,7 +177,7 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
                    result: bytes) -> Answer:
     tool, tool_input = _tool(payload)
     call_id, session_id = call_id_of(payload), session_of(payload)
-    entry = ledger.read(guard.store).entries.get(call_id) if call_id else None
+    entry = ledger.read(guard.store).lookup(call_id) if call_id else None
     if entry is not None and entry.status in TERMINAL:
         return {}  # a repeated event
     if entry is None:
@@ -271,9 +271,9 @@ def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | N
     another: the copied history of a fork. Stops at the first call gitguard knows."""
     if path is None:
         return None
-    entries = ledger.read(guard.store).entries
+    state = ledger.read(guard.store)
     for tool_use_id in transcript.tool_use_ids(path):
-        entry = entries.get(_safe_id(tool_use_id, "tool") or "")
+        entry = state.lookup(_safe_id(tool_use_id, "tool") or "")
         if entry is not None:
             return entry.session_id if entry.session_id != session_id else None
     return None
@@ -282,7 +282,7 @@ def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | N
 def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     """Claude Code refused the call after PreToolUse began it: it never ran, owns nothing."""
     call_id = call_id_of(payload)
-    entry = ledger.read(guard.store).entries.get(call_id) if call_id else None
+    entry = ledger.read(guard.store).lookup(call_id) if call_id else None
     if entry is None or entry.status != "started":
         return {}
     reason = payload.get("reason") or payload.get("message") or "permission denied"

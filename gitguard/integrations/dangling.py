@@ -68,7 +68,7 @@ def open_calls(guard: Guard, session_id: str | None) -> list[ToolLedgerEntry]:
     and shells running in the background: they did report, and end later)."""
     state = ledger.read(guard.store)
     running = {call for call, _session in background.open_tasks(guard.store).values()}
-    return [e for e in state.in_order()
+    return [e for e in state.open_entries()
             if e.status == "started" and e.session_id == session_id
             and not e.tool_name.startswith("gitguard") and e.call_id not in running]
 
@@ -123,10 +123,10 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
     uncertain: list[str] = []
     with guard.store.writing():
         state = ledger.read(guard.store)
-        marked = [state.entries[c].model_copy(update={
+        marked = [state.get(c).model_copy(update={
                       "status": "uncertain", "post_checkpoint_id": made.checkpoint_id,
                       "note": NO_END.format(when=step, why=why, call=c)})
-                  for c, why in unsure.items() if state.entries[c].status == "started"]
+                  for c, why in unsure.items() if state.get(c).status == "started"]
         if marked:
             ledger.append_entries(guard.store, state, marked)
             uncertain = [e.call_id for e in marked]

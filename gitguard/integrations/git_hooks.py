@@ -101,7 +101,7 @@ def _owner(state: ledger.LedgerState, env: Mapping[str, str]) -> tuple[str, Conf
     its Bash tool runs with CLAUDECODE=1. Without a marker, git ran in the user's own
     shell, but an open call window makes that ambiguous.
     """
-    started = [e for e in state.in_order() if e.status == "started"]
+    started = [e for e in state.open_entries() if e.status == "started"]
     marked = env.get("GITGUARD_CALL_ID")
     if marked and any(e.call_id == marked for e in started):
         return marked, "exact"
