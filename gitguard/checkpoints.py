@@ -24,7 +24,6 @@ from gitguard.models import SCHEMA_VERSION, Checkpoint, CheckpointIndexRow, Chec
 from gitguard.snapshot import Snapshotter, TreeResult
 from gitguard.store import Store
 
-
 # Rows a long-lived process keeps between reads of the index: a call's begin and end look
 # up their session's newest row and the call's pre checkpoint, a few rows back. Older
 # ones are read from disk by whoever asks for `Index.rows` (issue #21 item 8).
