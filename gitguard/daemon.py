@@ -250,21 +250,19 @@ class Daemon:
 
     # --- requests -----------------------------------------------------------------------
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self._handle(request)
-        finally:
-            # What a whole-history request (status, resume, a call older than the window)
-            # read of the ledger is let go: the daemon keeps only what the next call needs.
-            ledger.trim()
-
-    def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = str(request.get("op", ""))
         args = request.get("args") or {}
         if not isinstance(args, dict):
             return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
         if op in CALL_OPS:
-            with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them
-                return self._call(op, args)
+            try:
+                with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them
+                    return self._call(op, args)
+            finally:
+                # The whole history a request read (resume, status, a call older than the
+                # window) is kept for the next such request, until calls go on: then only
+                # what the next call needs stays (ledger.py).
+                ledger.trim()
         return self._other(op, args)
 
     def _call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -88,6 +88,7 @@ class Whole:
     entries: dict[str, ToolLedgerEntry]
     order: list[str]
     first_seq: dict[str, int]
+    last_seq: int = 0       # of the ledger read (a reader without the lock may be behind)
 
 
 @dataclass
@@ -158,7 +159,13 @@ class LedgerState:
 
     def _whole(self) -> Whole:
         if self.whole is None:
-            self.whole = _read_whole(self)
+            whole = self.whole = _read_whole(self)
+            source = self.source
+            if (source is not None and source.whole is None
+                    and source.last_seq == self.last_seq == whole.last_seq):
+                # The same fold: kept for the process's next read (until trim()).
+                source.whole = Whole(dict(whole.entries), list(whole.order),
+                                     dict(whole.first_seq), whole.last_seq)
         return self.whole
 
     # --- the replay index -------------------------------------------------------------
@@ -238,11 +245,12 @@ class LedgerState:
             del self.recent[call_id]
 
     def copy(self) -> LedgerState:
-        """`recent` and `actions` copied; `runs` and `by_run` shared (see above); `whole`
-        shared until it changes (take copies nothing of it: a copy gets its own)."""
+        """`recent`, `actions` and `whole` (when read) copied; `runs` and `by_run` shared
+        (see above)."""
         whole = self.whole
         if whole is not None:
-            whole = Whole(dict(whole.entries), list(whole.order), dict(whole.first_seq))
+            whole = Whole(dict(whole.entries), list(whole.order), dict(whole.first_seq),
+                          whole.last_seq)
         return LedgerState(dict(self.recent), self.runs, self.calls, list(self.actions),
                            self.last_seq, self.torn, self.dropped_until, self.by_run,
                            self.ledger_path, whole)
@@ -258,7 +266,7 @@ def _read_whole(state: LedgerState) -> Whole:
     raw, _st = tailcache.read_full(state.ledger_path)
     whole = ledger_segment.stream(state.ledger_path, raw)
     folded = ledger_fold.fold(state.ledger_path, whole) if whole else ledger_fold.Fold()
-    return Whole(folded.entries, folded.order, folded.first_seq)
+    return Whole(folded.entries, folded.order, folded.first_seq, folded.last_seq)
 
 
 # The state this process last folded per ledger, and how far into the file it reaches:
@@ -273,8 +281,8 @@ def forget() -> None:
 
 
 def trim() -> None:
-    """Let go of the whole history a request read (the daemon calls this after each
-    request): the next whole-history request reads it from disk again."""
+    """Let go of the whole history read for a request (the daemon calls this after each
+    call request): the next whole-history request reads it from disk again."""
     for _mark, state in _FOLDED.values():
         state.whole = None
 
@@ -304,7 +312,7 @@ def read_full(store: Store) -> LedgerState:
     state = LedgerState(last_seq=folded.last_seq, torn=folded.torn, ledger_path=path,
                         actions=[LedgerEvent.model_validate(r) for r in folded.actions])
     state.take(folded.entries, folded.first_seq)
-    state.whole = Whole(folded.entries, folded.order, folded.first_seq)
+    state.whole = Whole(folded.entries, folded.order, folded.first_seq, folded.last_seq)
     if st is not None:
         while len(_FOLDED) >= _FOLDED_MAX:
             del _FOLDED[next(iter(_FOLDED))]
