@@ -38,9 +38,9 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory,
     # No test gets a watcher daemon by accident (`gitguard init` starts one otherwise);
     # daemon tests start theirs explicitly and stop it in a fixture.
     monkeypatch.setenv("GITGUARD_NO_DAEMON", "1")
-    # No native hook client either (a compile per repository): tests/test_nativeclient.py
-    # builds it where it is what is tested.
-    monkeypatch.setenv("GITGUARD_CC", "")
+    # Hook commands start Python unless the run asks for the package's native client
+    # (`GITGUARD_NATIVE=1 make test`); tests/test_nativeclient.py tests it either way.
+    monkeypatch.setenv("GITGUARD_NATIVE", os.environ.get("GITGUARD_NATIVE", "0"))
     for key in ("GITGUARD_SESSION", "GITGUARD_FAULT", "GITGUARD_NOW", "GIT_DIR", "GIT_INDEX_FILE",
                 "GIT_WORK_TREE"):
         monkeypatch.delenv(key, raising=False)

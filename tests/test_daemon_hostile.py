@@ -15,11 +15,13 @@ import pytest
 
 from conftest import gg
 from daemons import running_daemon, store_of
-from gitguard import attrlog, client, ledger
+from gitguard import attrlog, client, ledger, wire
 from gitguard.store import Store
 from gitguard.workspace import discover
 
-POISON = b'{"op": "call.begin", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+_DEEP = b"d\x00\x00\x00\x02" + b"s\x00\x00\x00\x02op" + b"s\x00\x00\x00\x03cli" \
+    + b"s\x00\x00\x00\x04args" + b"l\x00\x00\x00\x01" * 100_000 + b"N"
+POISON = wire.MAGIC + len(_DEEP).to_bytes(4, "big") + _DEEP
 
 
 def owners(repo: Path) -> dict[str, tuple[str, str]]:
@@ -40,7 +42,7 @@ def test_poison_idle_and_slow_clients_then_a_call_is_still_the_calls(repo: Path)
     gg(repo, "init", "--no-hooks", "--no-daemon")
     with running_daemon(repo) as pid:
         sock_path = store_of(repo) / "daemon.sock"
-        refused = json.loads(raw_ask(sock_path, POISON))
+        refused = wire.decode(raw_ask(sock_path, POISON))
         assert refused["exit"] == 1 and "refused a request" in refused["stderr"]
         idle = [socket.socket(socket.AF_UNIX) for _ in range(1000)]
         slow = [socket.socket(socket.AF_UNIX) for _ in range(100)]
@@ -48,7 +50,7 @@ def test_poison_idle_and_slow_clients_then_a_call_is_still_the_calls(repo: Path)
             for sock in idle + slow:
                 sock.connect(str(sock_path))
             for sock in slow:
-                sock.sendall(b'{"op": "ping", "ar')        # and then nothing more
+                sock.sendall(wire.encode({"op": "ping", "args": {}})[:12])   # then nothing
             # generous client bounds (the default is 5 s to take, then in-process)
             answer = client.request(str(store_of(repo)), "ping", timeout=30,
                                     take_timeout=30)
@@ -98,7 +100,7 @@ def test_a_hung_daemon_is_given_up_on_and_runs_nothing_twice(repo: Path) -> None
         state = ledger.read(Store(discover(repo)))
         assert list(state.entries) == [call_id]
         assert state.entries[call_id].status == "succeeded"
-    assert "gave up before its call.begin request ran" in (
+    assert "gave up before its cli request ran" in (
         store_of(repo) / "daemon.log").read_text()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import filecmp
 import json
 import os
 import subprocess
@@ -38,15 +37,41 @@ echo "post-checkout $(basename "$0") $1 $2 $3" >> "$HOOK_LOG"
 """
 
 
-def test_shims_in_hooks_dir_match_the_packaged_ones() -> None:
-    names = sorted(p.name for p in (ROOT / "gitguard" / "hookshims").iterdir())
-    assert names == sorted(HOOK_NAMES)
-    match, mismatch, errors = filecmp.cmpfiles(ROOT / "hooks", ROOT / "gitguard" / "hookshims",
-                                               names, shallow=False)
-    assert (mismatch, errors) == ([], []), "hooks/ must stay a copy of gitguard/hookshims/"
-    body = {n: (ROOT / "hooks" / n).read_text().replace(f"hook={n}\n", "hook=NAME\n")
-            for n in names}
-    assert len(set(body.values())) == 1, "the shims differ only in their hook name"
+def test_one_shim_source_filled_per_hook(repo: Path) -> None:
+    """hooks/shim.sh is the only shim source (the wheel maps it into the package); each
+    installed hook is it with its name, interpreter and launcher filled in."""
+    assert [p.name for p in (ROOT / "hooks").iterdir()] == ["shim.sh"]
+    assert not (ROOT / "gitguard" / "hookshims").exists()
+    gg(repo, "hooks", "install")
+    source = (ROOT / "hooks" / "shim.sh").read_text()
+    filled = {}
+    for name in HOOK_NAMES:
+        shim = (repo / ".git" / "hooks" / name).read_text()
+        assert f"\nhook={name}  #" in shim
+        filled[name] = shim.replace(f"\nhook={name}  #", "\nhook=''  #")
+    assert len(set(filled.values())) == 1, "the shims differ only in their hook name"
+    differing = [(a, b) for a, b in zip(source.splitlines(), filled["pre-push"].splitlines(),
+                                         strict=True) if a != b]
+    assert [a.split("=")[0] for a, _ in differing] == ["python", "launcher"]
+
+
+def test_a_shim_an_older_gitguard_installed_is_upgraded(repo: Path) -> None:
+    """Older shims had their hook name written in and named a client compiled into the
+    store; they keep running, and `hooks install` replaces them with the current one."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    old = (ROOT / "hooks" / "shim.sh").read_text().replace(
+        "hook=''  # the git hook this copy is (post-commit, pre-push, ...)",
+        "hook=post-checkout").replace("native=''", "native=\"$(git rev-parse --git-dir)"
+                                      "/gitguard/bin/gitguard\"")
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text(old)
+    hook.chmod(0o755)
+    moved = run_git(repo, "checkout", "-q", "-b", "topic")
+    assert moved.returncode == 0, moved.stderr
+    states = {h["name"]: h for h in json.loads(gg(repo, "hooks", "install", "--json").stdout)[
+        "hooks"]}
+    assert states["post-checkout"]["action"] == "updated"
+    assert "\nhook=post-checkout  #" in hook.read_text()
 
 
 def test_install_and_uninstall_without_hooks(repo: Path, state_of: GitState) -> None:

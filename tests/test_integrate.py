@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gg
+from gitguard import nativeclient
 from gitguard.integrations import claude_settings, codex_settings
 from gitguard.workspace import discover
 from hookutil import payload
@@ -41,7 +41,7 @@ def test_integrate_keeps_every_other_setting_and_is_idempotent(repo: Path) -> No
         {k: USER_SETTINGS[k] for k in ("permissions", "env", "model")}
     assert merged["hooks"]["Notification"] == USER_SETTINGS["hooks"]["Notification"]
     assert merged["hooks"]["PostToolUse"][0] == USER_SETTINGS["hooks"]["PostToolUse"][0]
-    expected = claude_settings.command(sys.executable, Path(".git/gitguard/bin/gitguard"))
+    expected = claude_settings.command(sys.executable, nativeclient.program())
     for event in claude_settings.EVENTS:
         ours = [h for g in merged["hooks"][event] for h in g["hooks"]
                 if "gitguard hook claude-code" in h["command"]]
@@ -64,8 +64,8 @@ def test_integrate_creates_and_removes_its_own_file(repo: Path) -> None:
     settings = repo / ".claude" / "settings.local.json"
     assert result.changed and settings.exists()
     command = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert command.endswith("exec '/opt/py env/bin/python' -m gitguard hook claude-code")
-    assert command.startswith('c="$CLAUDE_PROJECT_DIR"/.git/gitguard/bin/gitguard;')
+    assert command.endswith("'/opt/py env/bin/python' -m gitguard hook claude-code")
+    assert ".git/gitguard" not in command
     assert claude_settings.integrate(ws, python="/usr/bin/python3").changed  # path updated
     assert claude_settings.integrate(ws, remove=True).changed
     assert not (repo / ".claude").exists()
@@ -119,11 +119,9 @@ def _run_hook(command: str, cwd: Path, event: dict[str, object],
 
 def test_the_hook_commands_keep_working_when_the_repository_moves(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the native client built (a compiler here), and after the store moved with the
-    repository, the commands written still run."""
-    cc = shutil.which("cc")
-    assert cc is not None, "this test builds the native client: a C compiler must be on PATH"
-    monkeypatch.setenv("GITGUARD_CC", cc)
+    """With the package's native client, and after the store moved with the repository,
+    the commands written still run."""
+    monkeypatch.setenv("GITGUARD_NATIVE", "1")
     gg(repo, "init", "--no-hooks", "--no-daemon")
     gg(repo, "integrate", "claude-code")
     codex = json.loads(gg(repo, "integrate", "codex", "--json").stdout)
@@ -136,7 +134,7 @@ def test_the_hook_commands_keep_working_when_the_repository_moves(
     assert (ran.returncode, json.loads(ran.stdout)) == (0, {}), ran.stderr
     hooks = json.loads((moved / ".codex" / "hooks.json").read_text())["hooks"]
     [cx_pre] = [h["command"] for g in hooks["PreToolUse"] for h in g["hooks"]]
-    assert "$(git rev-parse --show-toplevel" in cx_pre
+    assert str(nativeclient.PROGRAM) in cx_pre
     event = payload("codex/pre_tool_use_bash.json", moved)
     ran = _run_hook(cx_pre, moved, event)
     assert (ran.returncode, json.loads(ran.stdout)) == (0, {}), ran.stderr

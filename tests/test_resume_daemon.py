@@ -5,7 +5,6 @@ without the daemon gives the same answer."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gg
-from daemons import request, running_daemon, store_of
+from daemons import request, running_daemon
 from gitguard import nativeclient
 
 ENV = {"GITGUARD_NOW": "2026-03-04T05:06:07Z", "GITGUARD_SESSION": "s1"}
@@ -92,16 +91,15 @@ def test_a_fault_injection_run_resumes_in_its_own_process(repo: Path) -> None:
 
 def test_the_native_client_resumes_as_the_python_client(repo: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    cc = shutil.which("cc")
-    assert cc is not None, "this test builds the native client: a C compiler must be on PATH"
-    monkeypatch.setenv("GITGUARD_CC", cc)
+    monkeypatch.setenv("GITGUARD_NATIVE", "1")
     crashed_run(repo)
-    native = nativeclient.build(store_of(repo))
-    assert native is not None
+    native = nativeclient.program()
+    assert native is not None, "the package's native client is built"
     with running_daemon(repo):
         for args in (("explain", "--json"), ("resume", "--json"), ("resume",),
                      ("resume", "--session", "nobody")):
-            mine = subprocess.run([str(native), *args], cwd=repo, capture_output=True,
+            mine = subprocess.run([str(native), sys.executable, *args], cwd=repo,
+                                  capture_output=True,
                                   env={**os.environ, **ENV, "PYTHONPROFILEIMPORTTIME": "1"})
             assert b"import time:" not in mine.stderr, f"{args}: a Python interpreter started"
             theirs = run(repo, args)

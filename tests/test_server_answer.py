@@ -7,7 +7,6 @@ big (more than the socket buffer holds) and failed answers all arrive whole."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import queue
 import socket
@@ -18,10 +17,24 @@ from typing import Any
 
 import pytest
 
-from gitguard import client, server
+from gitguard import client, server, wire
 from gitguard.engine import Item, Job
 
 BIG = "x" * (8 * 1024 * 1024)
+SMALL = wire.encode({"op": "small"})
+
+
+def answer_of(data: bytes) -> Any:
+    """The answer in a reply: TAKEN first when the worker ran the request."""
+    return wire.decode(data.removeprefix(client.TAKEN))
+
+
+def framed(body: bytes) -> bytes:
+    return wire.MAGIC + len(body).to_bytes(4, "big") + body
+
+
+def key(text: str) -> bytes:
+    return b"s" + len(text).to_bytes(4, "big") + text.encode()
 
 
 def handler(request: dict[str, Any]) -> dict[str, Any]:
@@ -66,13 +79,10 @@ def ask(path: Path, payload: bytes) -> bytes:
 
 def test_small_big_and_failed_answers_arrive_whole(served: Path) -> None:
     for op in ("small", "big", "small"):
-        answer = json.loads(ask(served, json.dumps({"op": op}).encode()))
-        assert answer == handler({"op": op})
-    failed = json.loads(ask(served, json.dumps({"op": "boom"}).encode()))
+        reply = ask(served, wire.encode({"op": op}))
+        assert reply == client.TAKEN + wire.encode(handler({"op": op}))
+    failed = answer_of(ask(served, wire.encode({"op": "boom"})))
     assert failed["exit"] == 3 and "the handler failed" in failed["stderr"]
-    native = server.MAGIC + b"".join(len(f).to_bytes(4, "big") + f for f in (b"big", b"/w")) \
-        + bytes(4) + bytes(4) + bytes(4) + bytes(4)
-    assert ask(served, native) == client.TAKEN + server.encode_binary(handler({"op": "big"}))
 
 
 def test_a_slow_client_gets_its_own_thread_and_does_not_hold_up_the_others(
@@ -82,23 +92,23 @@ def test_a_slow_client_gets_its_own_thread_and_does_not_hold_up_the_others(
     with socket.socket(socket.AF_UNIX) as slow:
         slow.settimeout(60)
         slow.connect(str(served))
-        slow.sendall(b'{"op": ')                        # half a request, then nothing
+        slow.sendall(SMALL[:7])                         # half a request, then nothing
         answered = threading.Event()
 
         def other() -> None:
-            assert json.loads(ask(served, b'{"op": "small"}'))["stdout"] == "small answer"
+            assert answer_of(ask(served, SMALL))["stdout"] == "small answer"
             answered.set()
 
         thread = threading.Thread(target=other)
         thread.start()
         assert answered.wait(60), "a slow client held up another one"
         thread.join()
-        slow.sendall(b'"small"}')
+        slow.sendall(SMALL[7:])
         slow.shutdown(socket.SHUT_WR)
         chunks = []
         while chunk := slow.recv(1 << 16):
             chunks.append(chunk)
-    assert json.loads(b"".join(chunks)) == handler({"op": "small"})
+    assert answer_of(b"".join(chunks)) == handler({"op": "small"})
 
 
 def test_many_clients_at_once_each_get_their_own_answer(served: Path) -> None:
@@ -106,7 +116,7 @@ def test_many_clients_at_once_each_get_their_own_answer(served: Path) -> None:
 
     def one(n: int) -> None:
         op = "big" if n % 5 == 0 else "small"
-        answers[n] = (op, json.loads(ask(served, json.dumps({"op": op}).encode())))
+        answers[n] = (op, answer_of(ask(served, wire.encode({"op": op}))))
 
     threads = [threading.Thread(target=one, args=(n,)) for n in range(20)]
     for thread in threads:
@@ -125,34 +135,35 @@ def test_busy_until_a_queued_request_is_answered_and_refused_once_stopping(
     try:
         got: list[bytes] = []
         client = threading.Thread(target=lambda: got.append(
-            ask(tmp_path / "daemon.sock", b'{"op": "small"}')))
+            ask(tmp_path / "daemon.sock", SMALL)))
         client.start()
         job = jobs.get(timeout=60)          # queued: nobody has run it yet
         assert isinstance(job, Job) and sock_server.busy()
         sock_server.refuse_new()
         job.fn()                            # what the worker does while shutting down
         client.join(60)
-        assert json.loads(got[0]) == handler({"op": "small"}) and not sock_server.busy()
-        refused = json.loads(ask(tmp_path / "daemon.sock", b'{"op": "small"}'))
+        assert answer_of(got[0]) == handler({"op": "small"}) and not sock_server.busy()
+        refused = answer_of(ask(tmp_path / "daemon.sock", SMALL))
         assert refused == {"fallback": True, "reason": "the daemon is stopping"}
     finally:
         sock_server.stop()
 
 
 @pytest.mark.parametrize("poison", [
-    b'{"op": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",      # 200 KB, RecursionError
-    b'{"op": "small", "args": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b"}",
-    b"\xff\xfe not even text", b"[1, 2]", server.MAGIC + b"\x00\x00\x00\x09op"])
+    framed(b"d\x00\x00\x00\x01" + key("op") + b"l\x00\x00\x00\x01" * 100_000 + b"N"),
+    framed(b"d\x00\x00\x00\x02" + key("op") + key("small") + key("args")
+           + (b"d\x00\x00\x00\x01" + key("a")) * 200 + b"N"),
+    framed(b"l\xff\xff\xff\xff"),                    # a count beyond the bytes there are
+    framed(b"d\x00\x00\x00\x01" + key("op") + b"s\xff\xff\xff\xf0op"),  # a length too
+    framed(b"Q"), framed(b"N") + b"after",
+    b"\xff\xfe not even text", b'{"op": "small"}', wire.encode([1, 2]),
+    wire.MAGIC + b"\x00\x00\x00\x09op"])
 def test_a_poisoned_request_is_answered_and_the_server_serves_on(served: Path,
                                                                  poison: bytes) -> None:
     """A deep request killed the accept thread: every later client waited 300 s."""
-    refused = ask(served, poison)
-    if poison.startswith(server.MAGIC):
-        assert refused[:4] == server.MAGIC and b"refused a request" in refused
-    else:
-        answer = json.loads(refused)
-        assert answer["exit"] == 1 and "refused a request" in answer["stderr"]
-    assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})
+    answer = wire.decode(ask(served, poison))
+    assert answer["exit"] == 1 and "refused a request" in answer["stderr"]
+    assert answer_of(ask(served, SMALL)) == handler({"op": "small"})
 
 
 def test_idle_and_dripping_clients_cost_no_thread(served: Path) -> None:
@@ -162,8 +173,8 @@ def test_idle_and_dripping_clients_cost_no_thread(served: Path) -> None:
         for sock in idle:
             sock.connect(str(served))
         for sock in idle[:50]:
-            sock.sendall(b'{"op": "sm')
-        assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})
+            sock.sendall(SMALL[:10])
+        assert answer_of(ask(served, SMALL)) == handler({"op": "small"})
         assert threading.active_count() == before
     finally:
         for sock in idle:
@@ -203,12 +214,13 @@ def test_an_oversized_request_is_declined_not_buffered(served: Path) -> None:
         def send() -> None:
             # the server answers and closes before it has read all: the rest fails
             with contextlib.suppress(OSError):
-                sock.sendall(b'{"op": "' + b"x" * (server.MAX_REQUEST + 1))
+                sock.sendall(wire.MAGIC + (server.MAX_REQUEST + 1).to_bytes(4, "big")
+                             + b"x" * (server.MAX_REQUEST + 1))
 
         sender = threading.Thread(target=send)
         sender.start()
         answer = b"".join(iter(lambda: sock.recv(65536), b""))
         sender.join(60)
-    assert json.loads(answer) == {"fallback": True,
+    assert wire.decode(answer) == {"fallback": True,
                                   "reason": "the request is too large for the daemon now"}
-    assert json.loads(ask(served, b'{"op": "small"}')) == handler({"op": "small"})
+    assert answer_of(ask(served, SMALL)) == handler({"op": "small"})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -31,14 +30,17 @@ def _store(repo: Path) -> Path:
     return repo / ".git" / "gitguard"
 
 
+def _programs(store: Path) -> list[Path]:
+    return [p for p in store.rglob("*") if p.is_file() and os.access(p, os.X_OK)]
+
+
 @pytest.mark.parametrize("daemon", [False, True], ids=["no daemon", "daemon"])
+@pytest.mark.parametrize("native", ["0", "1"], ids=["python", "native client"])
 def test_a_fresh_store_verifies_after_every_installer(repo: Path, state_of: GitState,
-                                                      daemon: bool) -> None:
-    """init, integrate claude-code, integrate codex, hooks install (the native hook client
-    compiled into the store where a compiler is): verify exits 0, and the hooks still run
-    the client. The client was 0755 and verify wanted 0600, which broke every hook."""
-    cc = shutil.which("cc") or ""
-    env = {"GITGUARD_CC": cc, "GITGUARD_NO_DAEMON": "0" if daemon else "1"}
+                                                      daemon: bool, native: str) -> None:
+    """init, integrate claude-code, integrate codex, hooks install: verify exits 0, the
+    store holds no program (the native client is the package's), and the hooks run."""
+    env = {"GITGUARD_NATIVE": native, "GITGUARD_NO_DAEMON": "0" if daemon else "1"}
     try:
         gg(repo, "init", env=env)
         gg(repo, "integrate", "claude-code", env=env)
@@ -47,10 +49,9 @@ def test_a_fresh_store_verifies_after_every_installer(repo: Path, state_of: GitS
         checked = gg(repo, "verify", "--json", env=env, check=False)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert json.loads(checked.stdout)["problems"] == []
-        program = nativeclient.path(_store(repo))
-        assert program.exists() == bool(cc)
-        if cc:
-            assert _mode(program) == 0o700
+        assert _programs(_store(repo)) == []
+        shim = (repo / ".git" / "hooks" / "post-checkout").read_text()
+        assert (f"\nnative={nativeclient.PROGRAM}  #" in shim) == (native == "1")
         assert (client.pid_of(str(_store(repo))) is not None) == daemon
         # The hooks run (through the client where there is one) and leave the store valid.
         git(repo, "checkout", "-q", "-b", "topic")
@@ -62,6 +63,39 @@ def test_a_fresh_store_verifies_after_every_installer(repo: Path, state_of: GitS
         if pid is not None:
             gg(repo, "daemon", "stop")
             wait_for("the daemon to end", lambda: not alive(pid), timeout=30)
+
+
+def test_the_client_an_older_gitguard_compiled_into_the_store_goes(repo: Path) -> None:
+    """Older versions compiled the client into <store>/bin and wrote hook commands and
+    shims naming it: verify says so, `integrate` and `hooks install` remove it, and what
+    the old commands run is then the Python entry."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    old = nativeclient.old_program(_store(repo))
+    old.parent.mkdir(mode=0o700)
+    old.write_bytes(b"#!/bin/sh\nexit 99\n")
+    old.chmod(0o700)
+    (old.parent / "gitguard.key").write_text("old\n")
+    (old.parent / "gitguard.key").chmod(0o600)
+    found = json.loads(gg(repo, "verify", "--json", check=False).stdout)["problems"]
+    assert [p for p in found if "older gitguards built" in p] and len(found) == 1
+    old_command = (f'c="$CLAUDE_PROJECT_DIR"/.git/gitguard/bin/gitguard; if [ -x "$c" ]; '
+                   f'then exec "$c" hook claude-code; fi; exec {sys.executable} -m gitguard '
+                   "hook claude-code")
+    gg(repo, "integrate", "claude-code")
+    assert not old.parent.exists() and _programs(_store(repo)) == []
+    event = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PreToolUse",
+                        "tool_name": "Read", "tool_input": {}, "tool_use_id": "toolu_old"})
+    import subprocess
+
+    ran = subprocess.run(["sh", "-c", old_command], cwd=repo, input=event, text=True,
+                         capture_output=True, env={**os.environ, "CLAUDE_PROJECT_DIR": str(repo)})
+    assert ran.returncode == 0 and json.loads(ran.stdout) == {}, ran.stderr
+    old.parent.mkdir(mode=0o700)
+    old.write_bytes(b"#!/bin/sh\nexit 99\n")
+    old.chmod(0o700)
+    gg(repo, "hooks", "install")
+    assert not old.parent.exists()
+    assert gg(repo, "verify").returncode == 0
 
 
 def test_run_output_is_redacted_and_private(repo: Path, state_of: GitState) -> None:

@@ -3,10 +3,11 @@
 # Written by `gitguard hooks install`; `gitguard hooks uninstall` puts back the hook that was
 # here before. That hook is kept beside this file as <name>.gitguard-legacy and still runs
 # first, with the same arguments and stdin. gitguard's own part never fails a post-* hook.
-hook=pre-push
+# This is the one source of every hook gitguard installs; install fills in the lines below.
+hook=''  # the git hook this copy is (post-commit, pre-push, ...)
 python=''  # the interpreter that runs gitguard, recorded at install; empty: `gitguard` on PATH
 launcher=''  # gitguard/hookmain.py, recorded at install: the hook without site-packages
-native=''  # the native client built at install (<store>/bin/gitguard): no interpreter start
+native=''  # the package's native client (gitguard/nativeclient): no interpreter start
 kept="$(dirname -- "$0")/$hook.gitguard-legacy"
 
 input=/dev/null
@@ -46,9 +47,9 @@ fi
 
 if [ "$wanted" = 0 ]; then
     own=0
-elif [ -n "$native" ] && [ -x "$native" ]; then
-    # It runs the Python entry itself (launcher, same arguments and stdin) when no daemon answers
-    "$native" hook git "$hook" "$@" <"$input"; own=$?
+elif [ -n "$native" ] && [ -x "$native" ] && [ -n "$python" ] && [ -x "$python" ]; then
+    # It runs the Python entry itself (same arguments and stdin) when the daemon does not
+    "$native" "$python" hook git "$hook" "$@" <"$input"; own=$?
 elif [ -n "$python" ] && [ -x "$python" ] && [ -n "$launcher" ] && [ -f "$launcher" ]; then
     # -S: no site-packages while the daemon answers (it imports them when it must); -P: the
     # launcher's directory is not put on sys.path (gitguard's modules would shadow stdlib's)
