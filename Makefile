@@ -59,4 +59,4 @@ soak: $(STAMP)
 	GITGUARD_SOAK_TRIALS=10000 $(BIN)/python -m pytest -q -p no:cacheprovider tests -m soak
 
 clean:
-	rm -rf $(VENV) build .bench
+	rm -rf $(VENV) build .bench gitguard/nativeclient
