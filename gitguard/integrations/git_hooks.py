@@ -1,6 +1,6 @@
 """The git hooks' logic: record the user's baseline moves and commits, guard pushes.
 
-The shims in `gitguard/hookshims/` call `gitguard hook git NAME ARGS...`, which calls
+The shims (one source, `hooks/shim.sh`) call `gitguard hook git NAME ARGS...`, which calls
 `handle()` in-process; the daemon calls the same function to answer hooks fast.
 
 * post-checkout, post-merge, post-rewrite: a `GitMove` (old and new HEAD, the paths the
