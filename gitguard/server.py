@@ -61,13 +61,15 @@ _SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM,
 class _Conn:
     """One client connection, owned by the I/O thread except while the worker runs it."""
 
-    __slots__ = ("sock", "deadline", "data", "out")
+    __slots__ = ("sock", "deadline", "data", "out", "declined", "left")
 
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
         self.deadline = deadline
         self.data = bytearray()
         self.out = memoryview(b"")
+        self.declined = ""      # why its request is read to the end and thrown away
+        self.left = 0           # ... and how many of its bytes are still to come
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -238,8 +240,16 @@ class SocketServer:
         except OSError:
             self._drop(sel, conn)
             return
-        if not chunk:   # the client sent less than its length prefix said
-            self._complete(sel, conn)
+        if not chunk:   # the client sent all, or less than its length prefix said
+            if conn.declined:
+                self._reply(sel, conn, {"fallback": True, "reason": conn.declined})
+            else:
+                self._complete(sel, conn)
+            return
+        if conn.declined:
+            conn.left -= len(chunk)
+            if conn.left <= 0:
+                self._reply(sel, conn, {"fallback": True, "reason": conn.declined})
             return
         conn.data += chunk
         self._buffered += len(chunk)
@@ -249,9 +259,12 @@ class SocketServer:
             self._reply(sel, conn, _bad_request("it is not in gitguard's framing"))
             return
         if (length is not None and length > MAX_REQUEST) or self._buffered > MAX_BUFFERED:
-            # the client does the work itself; the daemon's memory stays bounded
-            self._reply(sel, conn, {"fallback": True, "reason": "the request is too "
-                                    "large for the daemon now"})
+            # The client does the work itself; the daemon's memory stays bounded. The rest
+            # is read and dropped before the answer: closing on unread bytes resets the
+            # connection, and the client would never read why.
+            conn.left = wire.HEADER + length - len(conn.data) if length is not None else 1
+            self._forget_data(conn)
+            conn.declined = "the request is too large for the daemon now"
         elif length is not None and len(conn.data) >= wire.HEADER + length:
             self._complete(sel, conn)
 
