@@ -12,6 +12,7 @@ from typing import Any
 import pygit2
 
 from gitguard import clock, durable
+from gitguard.gitobjects import read_blob
 from gitguard.models import Checkpoint
 from gitguard.snapshot import Snapshotter
 
@@ -63,7 +64,7 @@ def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> 
 
 def read_messages(snap: Snapshotter, checkpoint: Checkpoint) -> list[Any]:
     privacy = snap.store.privacy
-    return [json.loads(privacy.open(snap.read_blob(oid), "message"))
+    return [json.loads(privacy.open(read_blob(snap.repo, oid), "message"))
             for oid in checkpoint.message_refs]
 
 

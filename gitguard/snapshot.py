@@ -28,11 +28,11 @@ import pygit2
 
 from gitguard import clock, faults, statlag
 from gitguard.gitcmd import run_git
+from gitguard.gitobjects import EMPTY_TREE
 from gitguard.settings import Settings
 from gitguard.statscan import StatScan, gone_path
 from gitguard.store import Store
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SESSION_REF = "refs/gitguard/sessions/"
 AUTHOR = ("gitguard", "gitguard@localhost")
 
@@ -250,14 +250,22 @@ class Snapshotter(StatScan):
         head = self.session_head(session_id)
         if head is not None and str(head.tree_id) == tree:
             return str(head.id)
-        moment = clock.now()
-        sig = pygit2.Signature(*AUTHOR, int(moment.timestamp()), 0)
         message = "gitguard snapshot\n\n" + json.dumps(meta, sort_keys=True) + "\n"
-        parents = [head.id] if head is not None else []
-        oid = self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree), parents)
+        parents = [str(head.id)] if head is not None else []
+        oid = self.write_commit(tree, parents, int(clock.now().timestamp()), message)
         faults.point("snapshot.before_ref")
+        # libgit2 writes the ref as git does (a .lock file made exclusively, renamed over
+        # the ref; a held lock is an error; a reflog is appended to where git would). The
+        # store lock is held: no other gitguard process moves this ref meanwhile.
         self.repo.references.create(SESSION_REF + session_id, oid, force=True)
         return str(oid)
+
+    def write_commit(self, tree: str, parents: list[str], when: int, message: str
+                     ) -> pygit2.Oid:
+        """The commit object of a snapshot, by `AUTHOR` at `when` (UTC)."""
+        sig = pygit2.Signature(*AUTHOR, when, 0)
+        return self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree),
+                                       [pygit2.Oid(hex=p) for p in parents])
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         """`git diff-tree -r --no-renames --raw` in-process (`treediff`, the daemon's):
@@ -330,12 +338,6 @@ class Snapshotter(StatScan):
 
     def store_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
-
-    def read_blob(self, oid: str) -> bytes:
-        obj = self.repo.get(oid)
-        if not isinstance(obj, pygit2.Blob):
-            raise KeyError(oid)
-        return bytes(obj.data)
 
 
 def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:

@@ -14,7 +14,7 @@ against gitguard's stat index), so both give the same tree:
 
 Trees are read as raw bytes from the repository (its packs, its cache), kept parsed
 between advances, and the new ones are written here in git's format, their ids
-computed with hashlib (`objects`): libgit2 TreeBuilders through an in-memory ODB
+computed with hashlib (`gitobjects.object_id`): libgit2 TreeBuilders through an in-memory ODB
 re-read every tree through Python callbacks, ~40% of a 100-file snapshot at 100k.
 The new objects then go to the repository loose when few, else as one pack
 (`packwrite.write_objects`). Entries never touched keep their bytes (mode, name).
@@ -27,7 +27,6 @@ git converts on the way in (text/eol/filter attributes, core.autocrlf; see
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -40,14 +39,11 @@ from gitguard import packwrite, statscan
 from gitguard.gitfilters import converting_attributes as converting_attributes
 from gitguard.gitfilters import converts_content as converts_content
 from gitguard.gitfilters import needs_git_filters as needs_git_filters
+from gitguard.gitobjects import BLOB_TYPE as _BLOB_T
+from gitguard.gitobjects import EXECUTABLE, GITLINK, LINK, REGULAR, object_id
+from gitguard.gitobjects import TREE_TYPE as _TREE_T
 from gitguard.snapshot import TreeResult
 from gitguard.store import Store
-
-BLOB = 0o100644
-EXEC = 0o100755
-LINK = 0o120000
-TREE = 0o040000
-GITLINK = 0o160000
 
 
 class NeedsFullScan(Exception):
@@ -56,7 +52,6 @@ class NeedsFullScan(Exception):
 
 TREE_MODES = (b"40000", b"040000")      # as git writes it; the other as some tools did
 CACHED_TREES = 4_000    # parsed trees kept between advances: ~5 KiB each at 100k files
-_BLOB_T, _TREE_T = int(pygit2.enums.ObjectType.BLOB), int(pygit2.enums.ObjectType.TREE)
 
 # One entry exactly as the tree holds it: b"<mode> <name>\0<raw 20-byte id>". Kept as
 # one bytes object (not a (mode, id) tuple): parsing is one C-level dict() of a regex's
@@ -246,7 +241,7 @@ class IncrementalTree:
             if info.st_size > self.size_cap:
                 self.skipped.add(os.fsdecode(path))
                 return None
-        mode = EXEC if info.st_mode & stat.S_IXUSR else BLOB
+        mode = EXECUTABLE if info.st_mode & stat.S_IXUSR else REGULAR
         if info.st_size > packwrite.BIG_BLOB:
             return Leaf(self.repo.create_blob_fromdisk(os.fsdecode(full)).raw, mode)
         # The bytes on disk (git would convert nothing here: see needs_git_filters);
@@ -339,17 +334,6 @@ class IncrementalTree:
         return oid
 
 
-def object_id(kind: int, data: bytes) -> bytes:
-    """The raw id git gives an object of this kind and content."""
-    digest = hashlib.sha1(b"%s %d\0" % (_KIND_NAMES[kind], len(data)))
-    digest.update(data)
-    return digest.digest()
-
-
-_KIND_NAMES = {_BLOB_T: b"blob", _TREE_T: b"tree",
-               int(pygit2.enums.ObjectType.COMMIT): b"commit"}
-
-
 # (name, whole entry) for each entry: the lookahead captures the name first, so that
 # dict() takes the pairs as they come.
 _ENTRY = re.compile(rb"(?=[0-7]+ ([^\0]+)\0)([0-7]+ [^\0]+\0.{20})", re.DOTALL)
@@ -402,13 +386,6 @@ def _read(full: bytes, size: int) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
-
-
-def tree_of(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
-    obj = repo[oid]
-    if not isinstance(obj, pygit2.Tree):
-        raise KeyError(f"{oid} is not a tree")
-    return obj
 
 
 def _place(top: _Node, parts: list[bytes]) -> _Node | None:

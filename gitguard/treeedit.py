@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
-from gitguard.fileops import EXECUTABLE, GITLINK, LINK, REGULAR, TREE, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import EXECUTABLE, GITLINK, LINK, REGULAR, TREE, as_tree
 
 
 def _sort_key(item: tuple[bytes, tuple[int, pygit2.Oid]]) -> bytes:
@@ -25,13 +26,6 @@ def _write_tree(repo: pygit2.Repository, entries: dict[bytes, tuple[int, pygit2.
     body = b"".join(b"%o %s\0%s" % (mode, name, oid.raw)
                     for name, (mode, oid) in sorted(entries.items(), key=_sort_key))
     return repo.odb.write(pygit2.enums.ObjectType.TREE, body)
-
-
-def parse_tree(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
-    obj = repo.get(oid)
-    if not isinstance(obj, pygit2.Tree):
-        raise KeyError(f"{oid} is not a tree")
-    return obj
 
 
 def _entries(tree: pygit2.Tree | None) -> dict[bytes, tuple[int, pygit2.Oid]]:
@@ -48,7 +42,7 @@ def tree_with(repo: pygit2.Repository, base: str,
     path costs a tree write per level, and a rollback's safety tree usually equals the latest
     snapshot's (the agent's post checkpoint), so then nothing is written at all.
     """
-    tree = parse_tree(repo, base)
+    tree = as_tree(repo, base)
     # A change above or below another one is kept: together they act differently (a file
     # set at a directory's name wins over changes below it).
     above = {q for p in changes for q in _parents(p)}
@@ -159,7 +153,7 @@ def _apply(repo: pygit2.Repository, tree: pygit2.Tree | None,
         if changes.get((name,)) is not None:
             continue   # a file took the directory's place: it is set below
         current = level.original(name)
-        subtree = parse_tree(repo, current[1]) if current and current[0] == TREE else None
+        subtree = as_tree(repo, current[1]) if current and current[0] == TREE else None
         oid = _apply(repo, subtree, sub)
         if oid is None:
             level.drop(name)
@@ -183,7 +177,7 @@ def lookup(repo: pygit2.Repository, tree: str | pygit2.Tree, rel: str) -> FileSt
     Pass a parsed Tree when looking up many paths: a large root tree is not in libgit2's
     object cache and would be parsed again for every path.
     """
-    obj = tree if isinstance(tree, pygit2.Tree) else parse_tree(repo, tree)
+    obj = tree if isinstance(tree, pygit2.Tree) else as_tree(repo, tree)
     try:
         entry = obj[rel]
     except (KeyError, ValueError):

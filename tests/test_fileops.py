@@ -13,7 +13,8 @@ from rollback_helpers import put, tree_state
 from conftest import gg
 from gitguard import fileops, ledger, treeedit
 from gitguard.api import Guard
-from gitguard.fileops import EXECUTABLE, LINK, REGULAR, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import EXECUTABLE, LINK, REGULAR
 from gitguard.guarded import Step, apply
 
 

@@ -15,7 +15,7 @@ import pytest
 from rollback_helpers import put, tree_state
 
 from conftest import gg
-from gitguard import checkpoints, durable, fileops, rollback, trace, treeedit
+from gitguard import checkpoints, durable, fileops, gitobjects, rollback, trace, treeedit
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.models import Attribution
@@ -318,9 +318,9 @@ def test_a_checkpoint_tree_naming_a_path_outside_is_refused(repo: Path) -> None:
     entry = guard.begin_call("Bash", {"command": "crashes"})          # never ended
     pre = guard.load_checkpoint(entry.pre_checkpoint_id or "")
     git_repo = guard.snap.repo
-    escape = treeedit.tree_with(git_repo, fileops.EMPTY_TREE,
+    escape = treeedit.tree_with(git_repo, gitobjects.EMPTY_TREE,
                                {"x": fileops.FileState(str(git_repo.create_blob(b"x")),
-                                                       fileops.REGULAR)})
+                                                       gitobjects.REGULAR)})
     forged = guard.snap.tree_of(pre.snapshot_commit)
     body = git_repo.odb.read(forged)[1] + b"40000 ..\0" + bytes.fromhex(escape)
     tree = str(git_repo.odb.write(2, body))

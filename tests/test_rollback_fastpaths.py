@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import git
-from gitguard import checkpoints, dirty_delta, durable, timeline, treediff, treeedit
+from gitguard import checkpoints, dirty_delta, durable, gitobjects, timeline, treediff, treeedit
 from gitguard.api import Guard
-from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import EMPTY_TREE, EXECUTABLE, LINK, REGULAR
 from gitguard.models import Attribution, ToolLedgerEntry
 from gitguard.rollback import rollback_files
 
@@ -50,9 +51,9 @@ def test_tree_with_skipping_held_changes_equals_applying_all(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:   # bases of every shape: files, directories, files under files' names
-        base = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), _states(repo, raw))
+        base = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
-    slow = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), wanted)
+    slow = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), wanted)
     assert treeedit.tree_with(repo, base, wanted) == slow
 
 
@@ -69,7 +70,7 @@ def test_changes_at_written_paths_equal_the_tree_diff(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:
-        base = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), _states(repo, raw))
+        base = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
     new = treeedit.tree_with(repo, base, wanted)
     fast = dirty_delta.changes(repo, base, new, wanted)
@@ -92,7 +93,7 @@ def test_planned_changes_without_the_new_tree_equal_the_tree_diff(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:
-        base = treeedit._tree_with(repo, treeedit.parse_tree(repo, base), _states(repo, raw))
+        base = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
     planned = dirty_delta.planned_changes(repo, base, wanted)
     new = treeedit.tree_with(repo, base, wanted)
@@ -104,7 +105,7 @@ def test_planned_changes_without_the_new_tree_equal_the_tree_diff(
 
 def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None:
     repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
-    base = treeedit._tree_with(repo, treeedit.parse_tree(repo, EMPTY_TREE), _states(repo, {
+    base = treeedit._tree_with(repo, gitobjects.as_tree(repo, EMPTY_TREE), _states(repo, {
         "a/b": (b"one\n", REGULAR), "a/c": (b"two\n", REGULAR), "l": (b"a/b", LINK)}))
     wanted = _states(repo, {"a/b": (b"two\n", EXECUTABLE), "a/c": None, "l": (b"x\n", REGULAR),
                             "n/new": (b"", REGULAR), "gone": None})
@@ -300,7 +301,7 @@ def test_timeline_without_the_calls_that_ended_before_the_target_reads_the_same(
             return guarded.planned_targets(guard, entry)
 
         def lookup(tree: str, path: str) -> FileState | None:
-            return treeedit.lookup(guard.snap.repo, treeedit.parse_tree(guard.snap.repo, tree),
+            return treeedit.lookup(guard.snap.repo, gitobjects.as_tree(guard.snap.repo, tree),
                                    path)
 
         everything = timeline.build(rows, guard.snap.tree_of, rows[0].checkpoint_id, entries,

@@ -13,7 +13,8 @@ import pytest
 
 from gitguard import durable, fileops, ledger, rollback
 from gitguard.api import Guard
-from gitguard.fileops import REGULAR, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import REGULAR
 from gitguard.rollback import rollback_files
 
 

@@ -17,7 +17,8 @@ import pygit2
 
 from gitguard import checkpoints, fileops, ledger, patchtext, treediff, treeedit, verify
 from gitguard.api import Guard
-from gitguard.fileops import REGULAR, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import REGULAR
 from gitguard.guarded import Step, apply
 from gitguard.models import ToolLedgerEntry
 from gitguard.rollback import rollback_files

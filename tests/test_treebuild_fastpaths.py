@@ -19,8 +19,8 @@ from conftest import git
 from gitguard import packwrite
 from gitguard.daemon import Daemon
 from gitguard.engine import Item
+from gitguard.gitobjects import object_id
 from gitguard.store import Store
-from gitguard.treebuild import object_id
 from gitguard.watcher import ScriptedSource
 from gitguard.workspace import discover
 

@@ -12,7 +12,8 @@ from tree_helpers import start
 
 from conftest import git
 from gitguard.api import Guard
-from gitguard.treebuild import IncrementalTree, _order, object_id, parse_tree, tree_bytes
+from gitguard.gitobjects import object_id
+from gitguard.treebuild import IncrementalTree, _order, parse_tree, tree_bytes
 
 TREE = int(pygit2.enums.ObjectType.TREE)
 STEMS = ["x", "x-y", "x.y", "x0", "x y", "xy"]     # "x" < "x y" < "x-y" < "x.y" < "x/" < "x0"
