@@ -3,6 +3,11 @@
 Used where gitguard builds a tree from another plus a few changed paths without a
 working tree or an index: the safety and post trees of a rollback, conflict
 resolutions (fileops reads and writes the files; this module only builds trees).
+
+The trees come from libgit2's TreeBuilder: a rollback edits a few paths once, where
+the daemon's hand-written trees (`treebuild`) pay off only at every snapshot's hundreds
+of trees (see its docstring). Only a level whose changed names are not UTF-8 (which
+TreeBuilder cannot take) is written in git's raw format (`gitobjects.tree_bytes`).
 """
 
 from __future__ import annotations
@@ -13,19 +18,24 @@ from collections.abc import Iterable, Mapping
 import pygit2
 
 from gitguard.fileops import FileState
-from gitguard.gitobjects import EXECUTABLE, GITLINK, LINK, REGULAR, TREE, as_tree
-
-
-def _sort_key(item: tuple[bytes, tuple[int, pygit2.Oid]]) -> bytes:
-    name, (mode, _) = item
-    return name + b"/" if mode == TREE else name
+from gitguard.gitobjects import (
+    EXECUTABLE,
+    GITLINK,
+    LINK,
+    REGULAR,
+    TREE,
+    TREE_TYPE,
+    as_tree,
+    entry_of,
+    tree_bytes,
+    tree_order,
+)
 
 
 def _write_tree(repo: pygit2.Repository, entries: dict[bytes, tuple[int, pygit2.Oid]]
                 ) -> pygit2.Oid:
-    body = b"".join(b"%o %s\0%s" % (mode, name, oid.raw)
-                    for name, (mode, oid) in sorted(entries.items(), key=_sort_key))
-    return repo.odb.write(pygit2.enums.ObjectType.TREE, body)
+    raw = {name: entry_of(b"%o" % mode, name, oid.raw) for name, (mode, oid) in entries.items()}
+    return repo.odb.write(TREE_TYPE, tree_bytes(dict(sorted(raw.items(), key=tree_order))))
 
 
 def _entries(tree: pygit2.Tree | None) -> dict[bytes, tuple[int, pygit2.Oid]]:

@@ -12,8 +12,8 @@ from tree_helpers import start
 
 from conftest import git
 from gitguard.api import Guard
-from gitguard.gitobjects import object_id
-from gitguard.treebuild import IncrementalTree, _order, parse_tree, tree_bytes
+from gitguard.gitobjects import object_id, parse_tree, tree_bytes, tree_order
+from gitguard.treebuild import IncrementalTree
 
 TREE = int(pygit2.enums.ObjectType.TREE)
 STEMS = ["x", "x-y", "x.y", "x0", "x y", "xy"]     # "x" < "x y" < "x-y" < "x.y" < "x/" < "x0"
@@ -49,7 +49,7 @@ def test_raw_trees_round_trip_with_git_ids_and_order(repo: Path) -> None:
     assert object_id(TREE, raw).hex() == tree
     shuffled = list(entries.items())
     random.Random(3).shuffle(shuffled)
-    assert tree_bytes(dict(sorted(shuffled, key=_order))) == raw
+    assert tree_bytes(dict(sorted(shuffled, key=tree_order))) == raw
 
 
 def test_a_tracked_non_utf8_name_survives_incremental_advances(repo: Path) -> None:
