@@ -250,22 +250,14 @@ class Snapshotter(StatScan):
         head = self.session_head(session_id)
         if head is not None and str(head.tree_id) == tree:
             return str(head.id)
+        moment = clock.now()
+        sig = pygit2.Signature(*AUTHOR, int(moment.timestamp()), 0)
         message = "gitguard snapshot\n\n" + json.dumps(meta, sort_keys=True) + "\n"
-        parents = [str(head.id)] if head is not None else []
-        oid = self.write_commit(tree, parents, int(clock.now().timestamp()), message)
+        parents = [head.id] if head is not None else []
+        oid = self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree), parents)
         faults.point("snapshot.before_ref")
-        # libgit2 writes the ref as git does (a .lock file made exclusively, renamed over
-        # the ref; a held lock is an error; a reflog is appended to where git would). The
-        # store lock is held: no other gitguard process moves this ref meanwhile.
         self.repo.references.create(SESSION_REF + session_id, oid, force=True)
         return str(oid)
-
-    def write_commit(self, tree: str, parents: list[str], when: int, message: str
-                     ) -> pygit2.Oid:
-        """The commit object of a snapshot, by `AUTHOR` at `when` (UTC)."""
-        sig = pygit2.Signature(*AUTHOR, when, 0)
-        return self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree),
-                                       [pygit2.Oid(hex=p) for p in parents])
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         """`git diff-tree -r --no-renames --raw` in-process (`treediff`, the daemon's):

@@ -1,4 +1,4 @@
-"""The daemon's session refs (written through libgit2) are git's: git reads them (for-each-ref,
+"""The daemon's hand-written session refs are git's: git reads them (for-each-ref,
 rev-parse, fsck, gc), they survive `git pack-refs`, a reflog is still appended to, a held
 lock is still refused, and the commits chain as libgit2's did."""
 
@@ -36,7 +36,7 @@ def _commit(snap: DaemonSnapshotter, tree: str) -> str:
         return snap.commit(tree, SID, {"kind": "test"})
 
 
-def test_session_refs_are_read_by_git(repo: Path) -> None:
+def test_session_refs_written_by_hand_are_read_by_git(repo: Path) -> None:
     snap = _snap(repo)
     made = []
     for i in range(3):
