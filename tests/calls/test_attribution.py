@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
 from gitguard import attrlog
 from gitguard.attribution import Tracker, is_declared_only
 from gitguard.daemon import Daemon
@@ -22,6 +21,7 @@ from gitguard.models import Attribution
 from gitguard.store import Store
 from gitguard.watcher import ScriptedSource
 from gitguard.workspace import discover
+from tests.helpers.commands import gg
 
 
 class Scripted:

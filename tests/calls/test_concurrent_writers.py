@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import running_daemon
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import running_daemon
 
 ROUNDS = 30
 SESSIONS = ("sess-a", "sess-b")

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import gg
-from gitstate import GitState
-from hookutil import write_hook
+from tests.helpers.commands import gg
+from tests.helpers.gitstate import GitState
+from tests.helpers.hooks import write_hook
 
 
 def ledger(repo: Path) -> list[dict[str, Any]]:

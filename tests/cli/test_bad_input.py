@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from gitstate import GitState
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState
 
 
 def store_files(repo: Path) -> dict[str, bytes]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gitguard import callcli
 from gitguard.api import Guard
-from tests.test_daemon_calls import ENV, SCRIPT
+from tests.daemon.test_daemon_calls_match_cli import ENV, SCRIPT
 
 # The same command line through gitguard.entry (the lean path when it takes it) or through
 # click directly; PROBE records what the process imported.

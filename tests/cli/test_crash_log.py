@@ -79,7 +79,7 @@ def test_a_symlinked_state_directory_is_refused(no_store: Path, tmp_path: Path) 
 
 def test_in_a_workspace_the_log_goes_to_the_store(repo: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import gg
+    from tests.helpers.commands import gg
 
     gg(repo, "init", "--no-hooks", "--no-daemon")
     monkeypatch.chdir(repo)

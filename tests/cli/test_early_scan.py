@@ -11,12 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import gg, git
 from gitguard import entry
 from gitguard.api import Guard
-from hookutil import run_git, with_branch_and_remote
+from tests.helpers.commands import gg, git
+from tests.helpers.hooks import run_git, with_branch_and_remote
 
-LAUNCHER = Path(__file__).resolve().parents[1] / "gitguard" / "hookmain.py"
+LAUNCHER = Path(__file__).resolve().parents[2] / "gitguard" / "hookmain.py"
 HEAVY = {"pygit2", "pydantic", "click", "watchdog"}
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import gg, git
-from daemons import running_daemon
 from gitguard.integrations import baselines
 from gitguard.store import Store
 from gitguard.workspace import discover
-from hookutil import run_git, with_branch_and_remote
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import running_daemon
+from tests.helpers.hooks import run_git, with_branch_and_remote
 
 HEAVY = {"pygit2", "pydantic", "click", "watchdog"}
 
@@ -30,7 +30,7 @@ def test_the_shim_runs_the_launcher_recorded_at_install(repo: Path) -> None:
     with_branch_and_remote(repo)
     gg(repo, "hooks", "install")
     shim = (repo / ".git" / "hooks" / "post-checkout").read_text()
-    launcher = Path(__file__).resolve().parents[1] / "gitguard" / "hookmain.py"
+    launcher = Path(__file__).resolve().parents[2] / "gitguard" / "hookmain.py"
     assert f"\nlauncher={launcher}  #" in shim
 
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import gg
-from daemons import running_daemon
 from gitguard import jsontext
+from tests.helpers.commands import gg
+from tests.helpers.daemons import running_daemon
 
 NAME = b"caf\xe9.txt"          # Latin-1, not UTF-8
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
 from gitguard.workspace import discover
-from gitstate import GitState, capture, fsck_clean
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState, capture, fsck_clean
 
 
 def porcelain(repo: Path) -> set[str]:

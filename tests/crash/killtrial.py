@@ -1,4 +1,4 @@
-"""Kill-loop driver: `python tests/killtrial.py ROOT TRIALS SEED`.
+"""Kill-loop driver: `python -m tests.crash.killtrial ROOT TRIALS SEED` (from the repository).
 
 Imports gitguard once, then for each trial makes a fresh repository and forks a child
 that plays a random agent session through `gitguard.api.Guard`, arming one random fault
@@ -23,13 +23,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from crashkit import KNOWN_POINTS, make_repo, user_git_state, workspace_files  # noqa: E402
-
-from gitguard import faults  # noqa: E402
-from gitguard.api import Guard  # noqa: E402
-from gitguard.errors import ReplayRefused  # noqa: E402
+from gitguard import faults
+from gitguard.api import Guard
+from gitguard.errors import ReplayRefused
+from tests.helpers.crashkit import KNOWN_POINTS, make_repo, user_git_state, workspace_files
 
 # Few distinct external inputs, so random sessions try to repeat them.
 EXTERNAL = [("Bash", {"command": "npm publish"}), ("Bash", {"command": "git push origin main"}),

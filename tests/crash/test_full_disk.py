@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import running_daemon
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import running_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

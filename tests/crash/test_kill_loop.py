@@ -1,7 +1,7 @@
 """The randomized kill loop: random agent sessions killed with SIGKILL at random fault points.
 
 200 trials in `make test`; `make soak` sets GITGUARD_SOAK_TRIALS=10000. The driver
-(tests/killtrial.py) runs the trials in forked children while this process verifies
+(tests/crash/killtrial.py) runs the trials in forked children while this process verifies
 each finished trial, so both cores work. Every trial must satisfy, after resume:
 resume succeeds and answers the same twice; every acknowledged ledger event, call and
 checkpoint is there; the journals before resume are prefixes of the journals after;
@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crashkit import scratch_root, user_git_state, workspace_files
 
 from gitguard import durable, ledger_fold, verify
 from gitguard.api import Guard
 from gitguard.errors import GitguardError, ReplayRefused
 from gitguard.models import ToolLedgerEntry
 from gitguard.replay import BLOCKING_STATUSES, effective_policy, verdict
+from tests.helpers.crashkit import scratch_root, user_git_state, workspace_files
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 OPEN = ("planned", "approved", "started")
 
 
@@ -149,8 +149,8 @@ def test_random_kill_loop(capsys: pytest.CaptureFixture[str]) -> None:
     trials = int(os.environ.get("GITGUARD_SOAK_TRIALS", "200"))
     seed = os.environ.get("GITGUARD_SOAK_SEED", "gitguard")
     root = scratch_root()
-    driver = subprocess.Popen([sys.executable, str(HERE / "killtrial.py"), str(root),
-                               str(trials), seed], stdout=subprocess.PIPE, text=True)
+    driver = subprocess.Popen([sys.executable, "-m", "tests.crash.killtrial", str(root),
+                               str(trials), seed], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert driver.stdout is not None
     done, kills, violations = 0, 0, []
     points: Counter[str] = Counter()

@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from crashkit import (
+
+from gitguard import ledger_segment, packing, statlag, trace, verify
+from gitguard.api import Guard
+from gitguard.errors import ReplayRefused
+from tests.helpers.crashkit import (
     KNOWN_POINTS,
     fault_points_in_source,
     git,
@@ -27,10 +31,6 @@ from crashkit import (
     user_git_state,
     workspace_files,
 )
-
-from gitguard import ledger_segment, packing, statlag, trace, verify
-from gitguard.api import Guard
-from gitguard.errors import ReplayRefused
 
 PUBLISH = {"command": "npm publish"}
 JOURNALS = ("ledger.jsonl", "checkpoints/index.jsonl", "trace.jsonl")

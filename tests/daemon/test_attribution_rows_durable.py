@@ -11,12 +11,11 @@ import random
 import signal
 from pathlib import Path
 
-from test_attribution_live import Scripted
-
-from conftest import gg
-from daemons import alive, running_daemon, store_of, wait_for
 from gitguard import attrlog, checkpoints, client
 from gitguard.snapshot import Snapshotter
+from tests.calls.test_attribution import Scripted
+from tests.helpers.commands import gg
+from tests.helpers.daemons import alive, running_daemon, store_of, wait_for
 
 
 def _state_tree(repo: Path) -> str | None:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import alive, full_scan_tree, request, running_daemon, store_of, wait_for
 from gitguard import attrlog, client, remote
 from gitguard.api import Guard
 from gitguard.errors import IllegalTransition
 from gitguard.store import Store
 from gitguard.workspace import discover
-from gitstate import GitState
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import alive, full_scan_tree, request, running_daemon, store_of, wait_for
+from tests.helpers.gitstate import GitState
 
 
 def owners(repo: Path) -> dict[str, tuple[str, str]]:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
-from daemons import running_daemon, store_of
 from gitguard import attrlog, client, ledger
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.commands import gg
+from tests.helpers.daemons import running_daemon, store_of
 
 POISON = b'{"op": "call.begin", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
-from daemons import request, running_daemon, store_of
 from gitguard import nativeclient
+from tests.helpers.commands import gg
+from tests.helpers.daemons import request, running_daemon, store_of
 
 ENV = {"GITGUARD_NOW": "2026-03-04T05:06:07Z", "GITGUARD_SESSION": "s1"}
 HEAVY = {"pygit2", "pydantic", "click", "watchdog"}

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
-from daemons import alive, store_of, wait_for
 from gitguard import client
+from tests.helpers.commands import gg
+from tests.helpers.daemons import alive, store_of, wait_for
 
 DIRS = 40
 LIMIT = 12          # the root, the barrier directory and ten more

@@ -9,10 +9,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-from conftest import git
 from gitguard.api import Guard
 from gitguard.fastsnap import diff_trees
 from gitguard.watcher import Raw, WatchdogSource
+from tests.helpers.commands import git
 
 
 def until_barrier(sink: queue.SimpleQueue[Raw], source: WatchdogSource, token: int

@@ -12,13 +12,13 @@ from pathlib import Path
 import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tree_helpers import start
 
-from conftest import git
 from gitguard import packing, packwrite
 from gitguard.api import Guard
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.commands import git
+from tests.helpers.trees import start
 
 TREE, BLOB = pygit2.enums.ObjectType.TREE, pygit2.enums.ObjectType.BLOB
 

@@ -14,7 +14,7 @@ import pygit2
 
 from gitguard.patchtext import _quoted, render
 from gitguard.treediff import diff_trees
-from realfiles import LARGE_MODULES, module_file
+from tests.helpers.realfiles import LARGE_MODULES, module_file
 
 Files = dict[bytes, tuple[int, bytes]]      # path -> (mode, content); 160000: a gitlink id
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
 from gitguard.api import Guard
 from gitguard.treebuild import (
     IncrementalTree,
@@ -17,6 +16,7 @@ from gitguard.treebuild import (
     converts_content,
     needs_git_filters,
 )
+from tests.helpers.commands import git
 
 
 def start(repo: Path, cap: int | None = None) -> tuple[Guard, IncrementalTree]:

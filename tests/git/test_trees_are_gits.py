@@ -8,11 +8,11 @@ import random
 from pathlib import Path
 
 import pygit2
-from tree_helpers import start
 
-from conftest import git
 from gitguard.api import Guard
 from gitguard.treebuild import IncrementalTree, _order, object_id, parse_tree, tree_bytes
+from tests.helpers.commands import git
+from tests.helpers.trees import start
 
 TREE = int(pygit2.enums.ObjectType.TREE)
 STEMS = ["x", "x-y", "x.y", "x0", "x y", "xy"]     # "x" < "x y" < "x-y" < "x.y" < "x/" < "x0"

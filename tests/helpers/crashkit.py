@@ -26,7 +26,7 @@ KNOWN_POINTS: tuple[str, ...] = (
     "resume.before_done",
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fault_points_in_source() -> set[str]:

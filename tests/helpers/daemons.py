@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import gg
 from gitguard import client
+from tests.helpers.commands import gg
 
 
 def store_of(repo: Path) -> Path:

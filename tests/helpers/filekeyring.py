@@ -1,7 +1,7 @@
 """A real keyring backend that keeps entries in a JSON file under $HOME (for tests).
 
-Selected with PYTHON_KEYRING_BACKEND=filekeyring.FileKeyring; keyring loads it as it
-loads any third-party backend.
+Selected with PYTHON_KEYRING_BACKEND=tests.helpers.filekeyring.FileKeyring (the repository
+on PYTHONPATH); keyring loads it as it loads any third-party backend.
 """
 
 from __future__ import annotations

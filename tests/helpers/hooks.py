@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import git
+from tests.helpers.commands import git
+from tests.helpers.paths import FIXTURES
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures"
 FIXTURE_PROJECT = "/home/user/project"  # the project path written in the fixture payloads
 
 

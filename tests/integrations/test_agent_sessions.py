@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from conftest import gg
-from daemons import running_daemon
-from hookutil import hook_cc, payload
+from tests.helpers.commands import gg
+from tests.helpers.daemons import running_daemon
+from tests.helpers.hooks import hook_cc, payload
 
 SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"
 FORK = "9d0e5b7a-1c2f-4e3d-8a6b-5f4e3d2c1b0a"

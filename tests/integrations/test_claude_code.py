@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
 from gitguard import durable
 from gitguard.api import Guard
 from gitguard.integrations import claude_code
-from hookutil import FIXTURES, hook_cc, payload
+from tests.helpers.commands import gg, git
+from tests.helpers.hooks import hook_cc, payload
+from tests.helpers.paths import FIXTURES
 
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PermissionDenied", "Stop", "SessionEnd"}

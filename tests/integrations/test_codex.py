@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from conftest import gg
-from hookutil import hook_cc, payload
+from tests.helpers.commands import gg
+from tests.helpers.hooks import hook_cc, payload
 
 PATCH = """*** Begin Patch
 *** Add File: docs/new.md

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hookutil import FIXTURES, ROOT
+from tests.helpers.paths import FIXTURES, ROOT
 
 CAPTURED: dict[str, dict[str, list[str]]] = json.loads(
     (FIXTURES / "captured_fields.json").read_text())

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import gg, git
 from gitguard.api import Guard
 from gitguard.integrations import baselines
-from hookutil import run_git, with_branch_and_remote
+from tests.helpers.commands import gg, git
+from tests.helpers.hooks import run_git, with_branch_and_remote
 
 
 def git_status(repo: Path) -> dict[str, Any]:

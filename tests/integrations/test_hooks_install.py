@@ -8,9 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import gg, git
-from gitstate import GitState
-from hookutil import ROOT, fingerprint, run_git, with_branch_and_remote, write_hook
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState
+from tests.helpers.hooks import fingerprint, run_git, with_branch_and_remote, write_hook
+from tests.helpers.paths import ROOT
 
 HOOK_NAMES = ["post-checkout", "post-merge", "post-rewrite", "post-commit", "pre-push"]
 

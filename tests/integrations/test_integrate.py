@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
 from gitguard.integrations import claude_settings, codex_settings
 from gitguard.workspace import discover
-from hookutil import payload
+from tests.helpers.commands import gg
+from tests.helpers.hooks import payload
 
 USER_SETTINGS = {
     "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]},

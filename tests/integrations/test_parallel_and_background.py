@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from conftest import gg
-from daemons import running_daemon
+from tests.helpers.commands import gg
+from tests.helpers.daemons import running_daemon
 
 S1 = "5d1c0b7e-2f1a-4c55-9a0e-1f2b3c4d5e61"
 S2 = "8a7b6c5d-4e3f-4a1b-8c9d-0e1f2a3b4c72"

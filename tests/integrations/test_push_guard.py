@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, gg, git
-from gitstate import GitState
-from hookutil import run_git, write_hook
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState
+from tests.helpers.hooks import run_git, write_hook
+from tests.helpers.paths import ROOT
 
 HOOK_NAMES = ["post-checkout", "post-merge", "post-rewrite", "post-commit", "pre-push"]
 OUTCOMES = {"not carried", "carried", "refused by the pre-push hook"}

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from conftest import gg
-from daemons import running_daemon
 from gitguard.integrations import dangling
-from hookutil import hook_cc, payload
+from tests.helpers.commands import gg
+from tests.helpers.daemons import running_daemon
+from tests.helpers.hooks import hook_cc, payload
 
 SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import running_daemon, store_of
 from gitguard import nativeclient, server
 from gitguard.integrations import baselines, claude_settings
 from gitguard.store import Store
 from gitguard.workspace import discover
-from hookutil import payload, run_git, with_branch_and_remote
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import running_daemon, store_of
+from tests.helpers.hooks import payload, run_git, with_branch_and_remote
 
 CC = shutil.which("cc")
 assert CC is not None, "these tests build the native client: a C compiler must be on PATH"

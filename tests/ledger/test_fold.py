@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crashkit import scratch_root
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,7 @@ from gitguard.errors import CorruptRecord
 from gitguard.models import LedgerEvent, ToolLedgerEntry
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.crashkit import scratch_root
 
 
 def reference(path: Path) -> tuple[dict[str, Any], list[str], dict[str, int], int]:

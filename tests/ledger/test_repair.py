@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
 from gitguard.api import Guard
+from tests.helpers.commands import gg
 
 PUBLISH = {"command": "npm publish"}
 
@@ -159,7 +159,7 @@ def test_repair_with_nothing_wrong_changes_nothing(repo: Path, store: Path) -> N
 
 
 def test_a_running_daemon_serves_calls_from_the_repaired_ledger(repo: Path, store: Path) -> None:
-    from daemons import running_daemon
+    from tests.helpers.daemons import running_daemon
 
     with running_daemon(repo):
         begun = json.loads(gg(repo, "call", "begin", "--tool", "Bash", "--input",

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from crashkit import scratch_root
 
 from gitguard import calls, clock, ledger
 from gitguard.errors import ReplayRefused
@@ -22,8 +21,9 @@ from gitguard.models import ToolLedgerEntry
 from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.crashkit import scratch_root
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = ("s1", "s2", "s3")
 TOOLS = ("Bash", "Write", "Edit")
 INPUTS = tuple(range(4))
@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from gitguard.store import Store
 from gitguard.workspace import discover
-from test_replay_index import append_calls
+from tests.ledger.test_replay_index import append_calls
 append_calls(Store(discover(Path(sys.argv[1]))), range(int(sys.argv[2]), int(sys.argv[3])))
 """
 
@@ -111,7 +111,7 @@ def test_the_index_equals_the_walk_across_processes(store: Store) -> None:
     assert_index_is_the_walk(ledger.read(store))
     assert ledger.read(store).by_run is not None, "the process's cached fold keeps the index"
     # Appended by another process since this one built its index: a tail read folds them in.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tests")))}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}       # the child runs in the store's repo
     subprocess.run([sys.executable, "-c", APPEND, str(store.ws.root), "60", "140"],
                    check=True, env=env, cwd=store.ws.root)
     append_calls(store, range(140, 150))                    # and this one's again

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import GC_ENV, calls
 
-from conftest import gg
 from gitguard import durable, gc_artifacts, ledger, ledger_fold, ledger_segment, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.store import Store
+from tests.helpers.commands import gg
+from tests.helpers.storage import GC_ENV, calls
 
 
 def full_read(store: Store) -> list[dict[str, Any]]:

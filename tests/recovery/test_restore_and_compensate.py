@@ -6,12 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from rollback_helpers import tree_state
-
-from conftest import gg
 from gitguard import trace
 from gitguard.api import Guard
-from gitstate import GitState
+from tests.helpers.commands import gg
+from tests.helpers.gitstate import GitState
+from tests.helpers.rollback import tree_state
 
 
 def ledger_actions(repo: Path) -> list[dict[str, object]]:

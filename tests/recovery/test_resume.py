@@ -9,15 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from crashkit import make_repo, scratch_root
 
-from conftest import gg, git
 from gitguard import verify
 from gitguard.api import Guard
 from gitguard.demo_resume import chapter_resume
 from gitguard.durable import read_jsonl
 from gitguard.errors import ReplayRefused
-from gitstate import GitState, capture
+from tests.helpers.commands import gg, git
+from tests.helpers.crashkit import make_repo, scratch_root
+from tests.helpers.gitstate import GitState, capture
 
 PUBLISH = '{"command": "npm publish"}'
 

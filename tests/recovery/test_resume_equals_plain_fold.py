@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from crashkit import make_repo, scratch_root
 
 from gitguard import ledger, ledger_fold, recovery
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.replay import verdict
+from tests.helpers.crashkit import make_repo, scratch_root
 
 
 @pytest.fixture

@@ -10,12 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from storage_helpers import GC_ENV
-
-from conftest import gg
 from gitguard import attrlog, gc_attribution, rollback
 from gitguard.api import Guard
 from gitguard.attribution import USER, Verdict
+from tests.helpers.commands import gg
+from tests.helpers.storage import GC_ENV
 
 
 def rows(guard: Guard, *items: tuple[str, str, str]) -> None:

@@ -11,9 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from storage_helpers import GC_ENV, calls
 
-from conftest import gg
 from gitguard import (
     artifact_bundle,
     artifact_journal,
@@ -27,6 +25,8 @@ from gitguard import (
 )
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
+from tests.helpers.commands import gg
+from tests.helpers.storage import GC_ENV, calls
 
 
 def artifacts_of(guard: Guard) -> dict[str, bytes]:

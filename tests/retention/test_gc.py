@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
 from gitguard import artifact_journal, durable, gc, packing, retention, verify
 from gitguard.api import Guard
 from gitguard.models import CheckpointIndexRow
 from gitguard.settings import Retention
-from gitstate import GitState, capture, fsck_clean
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState, capture, fsck_clean
 
 GC_ENV = {"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "3"}
 

@@ -11,12 +11,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from storage_helpers import GC_ENV, calls
-
-from conftest import gg, git
 from gitguard import packing, trace
 from gitguard.api import Guard
-from gitstate import capture, fsck_clean
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import capture, fsck_clean
+from tests.helpers.storage import GC_ENV, calls
 
 
 def exists(repo: Path, oid: str) -> bool:

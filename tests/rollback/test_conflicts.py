@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from rollback_helpers import tree_state
 
-from conftest import gg
 from gitguard import conflicts
 from gitguard.api import Guard
 from gitguard.errors import GitguardError
 from gitguard.merge import merge3
 from gitguard.rollback import rollback_files
-from gitstate import GitState
+from tests.helpers.commands import gg
+from tests.helpers.gitstate import GitState
+from tests.helpers.rollback import tree_state
 
 BASE = b"".join(b"line %d\n" % i for i in range(1, 10))
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from rollback_helpers import put, tree_state
 
-from conftest import gg
 from gitguard import fileops, ledger, treeedit
 from gitguard.api import Guard
 from gitguard.fileops import EXECUTABLE, LINK, REGULAR, FileState
 from gitguard.guarded import Step, apply
+from tests.helpers.commands import gg
+from tests.helpers.rollback import put, tree_state
 
 
 def git_tree(root: Path, git_dir: Path, index: Path) -> str:

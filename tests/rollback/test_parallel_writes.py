@@ -7,13 +7,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from rollback_helpers import Entry, put, tree_state
 
-from conftest import gg
 from gitguard import fileops
 from gitguard.api import Guard
 from gitguard.rollback import rollback_files
-from gitstate import fsck_clean
+from tests.helpers.commands import gg
+from tests.helpers.gitstate import fsck_clean
+from tests.helpers.rollback import Entry, put, tree_state
 
 # Files in directories the agent removes whole (so the rollback makes them again, several
 # writers at once in one new directory), edits spread over the tree, an executable, a link.

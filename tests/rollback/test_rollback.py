@@ -12,9 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rollback_helpers import put, tree_state
 
-from conftest import gg
 from gitguard import checkpoints, durable, fileops, rollback, trace, treeedit
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
@@ -23,7 +21,9 @@ from gitguard.rollback import rollback_files
 from gitguard.settings import Settings
 from gitguard.snapshot import TreeResult
 from gitguard.workspace import discover, safe_relpath
-from gitstate import GitState, fsck_clean
+from tests.helpers.commands import gg
+from tests.helpers.gitstate import GitState, fsck_clean
+from tests.helpers.rollback import put, tree_state
 
 
 def agent_call(guard: Guard, tool: str, changes: dict[str, tuple[str, bytes, bool] | None],

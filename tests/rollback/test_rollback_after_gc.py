@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rollback_helpers import tree_state
-from storage_helpers import GC_ENV
-
-from conftest import gg
 from gitguard.api import Guard
 from gitguard.rollback import rollback_files
+from tests.helpers.commands import gg
+from tests.helpers.rollback import tree_state
+from tests.helpers.storage import GC_ENV
 
 
 def edit(guard: Guard, rel: str, text: str) -> None:

@@ -17,12 +17,12 @@ import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import git
 from gitguard import checkpoints, dirty_delta, durable, timeline, treediff, treeedit
 from gitguard.api import Guard
 from gitguard.fileops import EMPTY_TREE, EXECUTABLE, LINK, REGULAR, FileState
 from gitguard.models import Attribution, ToolLedgerEntry
 from gitguard.rollback import rollback_files
+from tests.helpers.commands import git
 
 NAMES = ["a", "b", "a/b", "a/c", "a/b/x", "b/a", "c/d/e", "caf\udce9"]
 BLOBS = [b"", b"one\n", b"two\n"]

@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from rollback_helpers import Entry, make_repo, put, tree_state
 
 from gitguard.api import Guard
 from gitguard.rollback import Result as RollbackResult
 from gitguard.rollback import rollback_files
 from gitguard.settings import Settings
 from gitguard.workspace import discover
-from gitstate import capture, fsck_clean
+from tests.helpers.gitstate import capture, fsck_clean
+from tests.helpers.rollback import Entry, make_repo, put, tree_state
 
 PATHS = ["a.txt", "d/c.txt", "d/e/f.sh", "link"]
 CONTENTS = [b"", b"one\n", b"two\nlines\n", b"caf\xe9 latin-1\n", b"\x00\x01binary\xff",

@@ -13,9 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pygit2
-from tree_helpers import start
 
-from conftest import git
 from gitguard import packwrite
 from gitguard.daemon import Daemon
 from gitguard.engine import Item
@@ -23,6 +21,8 @@ from gitguard.store import Store
 from gitguard.treebuild import object_id
 from gitguard.watcher import ScriptedSource
 from gitguard.workspace import discover
+from tests.helpers.commands import git
+from tests.helpers.trees import start
 
 BLOB, TREE = int(pygit2.enums.ObjectType.BLOB), int(pygit2.enums.ObjectType.TREE)
 

@@ -12,12 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_snapshot_lag import _random_change
 
-from conftest import git
 from gitguard import statlag
 from gitguard.api import Guard
 from gitguard.snapshot import Snapshotter, TreeResult
+from tests.helpers.commands import git
+from tests.snapshot.test_in_process_snapshot import _random_change
 
 
 def copy_add_all_tree(repo: Path, tmp: Path, skipped: tuple[str, ...],
@@ -100,7 +100,7 @@ def test_random_edits_before_and_between_scans_and_the_users_git(
         repo: Path, tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Edits before the first snapshot, between scans, and the user's own `git add` and
     `git commit` between them: every tree equals the throwaway index's."""
-    from test_snapshot_scan import reference_tree
+    from tests.snapshot.test_scan_equals_full_scan import reference_tree
 
     (repo / ".gitguard.toml").write_text("untracked_size_cap = 1000\n")
     rng = random.Random(seed)

@@ -8,12 +8,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from test_firstsnap import _first
-
-from conftest import git
 from gitguard import statlag
 from gitguard.api import Guard
 from gitguard.firstsnap import indexed_attributes
+from tests.helpers.commands import git
+from tests.snapshot.test_first_scan import _first
 
 
 def _listed_by_git(repo: Path) -> list[bytes]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pygit2
 
-from conftest import git
 from gitguard.api import Guard
+from tests.helpers.commands import git
 
 
 def pygit2_way(repo: pygit2.Repository) -> tuple[str | None, str | None]:

@@ -11,11 +11,11 @@ import random
 from pathlib import Path
 
 import pytest
-from test_snapshot_scan import reference_tree
 
 from gitguard import statlag
 from gitguard.api import Guard
 from gitguard.rollback import rollback_files
+from tests.snapshot.test_scan_equals_full_scan import reference_tree
 
 
 def _user_index(repo: Path) -> tuple[bytes, int]:

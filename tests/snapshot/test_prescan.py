@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from crashkit import git, make_repo, scratch_root
 
 from gitguard import prescan
 from gitguard.api import Guard
+from tests.helpers.crashkit import git, make_repo, scratch_root
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
 from gitguard import statlag
 from gitguard.api import Guard
+from tests.helpers.commands import git
 
 
 def reference_tree(repo: Path, tmp: Path, skipped: tuple[str, ...]) -> str:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from conftest import git
 from gitguard import packwrite
 from gitguard.api import Guard
 from gitguard.fastsnap import DaemonSnapshotter
 from gitguard.snapshot import SESSION_REF
+from tests.helpers.commands import git
 
 SID = "s1"
 REF = SESSION_REF + SID

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rollback_helpers import tree_state
-
-from conftest import gg, git
 from gitguard.api import Guard
 from gitguard.rollback import rollback_files
-from gitstate import GitState
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState
+from tests.helpers.rollback import tree_state
 
 GC_ENV = {"GITGUARD_GC_KEEP_DAYS": "0", "GITGUARD_GC_KEEP_LAST": "1",
           "GITGUARD_GC_KEEP_FIRST": "0"}

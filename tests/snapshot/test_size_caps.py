@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
 from gitguard.api import Guard
-from gitstate import GitState
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import GitState
 
 
 def tree_paths(repo: Path, commit: str) -> set[str]:

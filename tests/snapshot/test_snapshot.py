@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
 from gitguard.api import Guard
 from gitguard.errors import NotAWorkspace
-from gitstate import GitState
+from tests.helpers.commands import git
+from tests.helpers.gitstate import GitState
 
 
 def tree_listing(repo: Path, commit: str) -> dict[bytes, tuple[str, str]]:

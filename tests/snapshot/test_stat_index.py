@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_firstsnap import _mixed_user_state, copy_add_all_tree
-from test_snapshot_scan import reference_tree
 
-from conftest import git
 from gitguard import statlag
 from gitguard.api import Guard
 from gitguard.snapshot import Snapshotter
+from tests.helpers.commands import git
+from tests.snapshot.test_first_scan import _mixed_user_state, copy_add_all_tree
+from tests.snapshot.test_scan_equals_full_scan import reference_tree
 
 V4 = b"DIRC\0\0\0\x04"
 

@@ -10,13 +10,13 @@ import os
 from pathlib import Path
 
 import pytest
-from storage_helpers import calls
 
-from conftest import gg
 from gitguard import artifact_journal, checkpoints, durable, patchtext, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.models import ToolLedgerEntry
+from tests.helpers.commands import gg
+from tests.helpers.storage import calls
 
 
 def _journal(guard: Guard) -> Path:

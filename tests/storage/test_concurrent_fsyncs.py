@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from conftest import gg
-from daemons import request, running_daemon, store_of
 from gitguard import bgsync, durable, verify
 from gitguard.api import Guard
+from tests.helpers.commands import gg
+from tests.helpers.daemons import request, running_daemon, store_of
 
 NO_DAEMON = {"GITGUARD_NO_DAEMON": "1"}
 

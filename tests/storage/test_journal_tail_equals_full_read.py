@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from conftest import gg
 from gitguard import checkpoints, durable, gc, ledger, tailcache
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.store import Store
+from tests.helpers.commands import gg
 
 
 def full_ledger(store: Store) -> dict[str, Any]:

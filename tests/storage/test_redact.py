@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gitguard.redact import DEFAULT, RedactionResult, Redactor
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SECRETS_DIR = FIXTURES / "secrets"
 CLEAN_DIR = FIXTURES / "clean_code"
 EXPECTED: dict[str, list[str]] = json.loads((SECRETS_DIR / "EXPECTED.json").read_text())

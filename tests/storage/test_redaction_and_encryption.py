@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
 from gitguard import sealing
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
+from tests.helpers.commands import gg, git
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 EXPECTED: dict[str, list[str]] = json.loads((FIXTURES / "secrets" / "EXPECTED.json").read_text())
-TESTS = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def read(path: Path) -> str:
@@ -203,8 +203,9 @@ def test_a_tampered_envelope_is_reported_not_decrypted(repo: Path,
 
 
 def test_key_from_the_keyring(repo: Path) -> None:
-    env = {"PYTHON_KEYRING_BACKEND": "filekeyring.FileKeyring",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    # gitguard runs in a subprocess from the repository: keyring imports the backend by name.
+    env = {"PYTHON_KEYRING_BACKEND": "tests.helpers.filekeyring.FileKeyring",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "GITGUARD_KEY": ""}
     (repo / ".gitguard.toml").write_text("[encryption]\nenabled = true\n")
     made = json.loads(gg(repo, "key", "generate", "--keyring", "--json", env=env).stdout)

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import gg
 from gitguard.api import Guard
+from tests.helpers.commands import gg
 
 
 def one_call(repo: Path, guard: Guard, name: str = "a.txt") -> str:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import alive, wait_for
 from gitguard import client, nativeclient
 from gitguard.api import Guard
 from gitguard.integrations import hooklog
-from gitstate import GitState
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import alive, wait_for
+from tests.helpers.gitstate import GitState
 
 ANTHROPIC = "sk-ant-api03-" + "Abc123xyz" * 5
 GITHUB = "ghp_FAKEabcdefghijklmnopqrstuvwxyz012345"
