@@ -1,5 +1,5 @@
 """refs/gitguard/* stay home: `init` installs the pre-push guard, `status` and `verify` warn
-without it, the README's transport table holds row by row against real git, and the
+without it, the transport table in docs/storage.md holds row by row against real git, and the
 opt-in `refs hide` hides them from upload-pack."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ HOOK_NAMES = ["post-checkout", "post-merge", "post-rewrite", "post-commit", "pre
 OUTCOMES = {"not carried", "carried", "refused by the pre-push hook"}
 
 
-def _readme_table() -> list[tuple[str, str, str]]:
-    """(command, outcome, outcome after `refs hide`) for each row of the README's table."""
-    text = (ROOT / "README.md").read_text()
+def _documented_table() -> list[tuple[str, str, str]]:
+    """(command, outcome, outcome after `refs hide`) for each row of the documented table."""
+    text = (ROOT / "docs" / "storage.md").read_text()
     header = "| command | `refs/gitguard/*` | after `gitguard refs hide` |"
-    assert header in text, "the README's transport table is gone"
+    assert header in text, "the transport table in docs/storage.md is gone"
     rows = []
     for line in text[text.index(header):].splitlines()[2:]:
         if not line.startswith("|"):
@@ -99,11 +99,11 @@ def test_status_and_verify_warn_when_no_pre_push_guard_runs(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["default", "after-refs-hide"])
-def test_the_readme_transport_table_holds(guarded: Path, tmp_path: Path, hidden: bool) -> None:
+def test_the_documented_transport_table_holds(guarded: Path, tmp_path: Path, hidden: bool) -> None:
     repo = guarded
     if hidden:
         gg(repo, "refs", "hide")
-    rows = _readme_table()
+    rows = _documented_table()
     assert len(rows) >= 10
     for i, (command, plain, after_hide) in enumerate(rows):
         expected = after_hide if hidden else plain
@@ -139,7 +139,7 @@ def test_the_readme_transport_table_holds(guarded: Path, tmp_path: Path, hidden:
         else:
             assert proc.returncode == 0, f"{command}: {proc.stderr}"
             assert carried == (expected == "carried"), f"{command}: expected {expected}"
-            if verb == "push" and carried:   # the README's way out: the hook lets it through
+            if verb == "push" and carried:   # the documented way out: the hook lets it through
                 for ref in _hidden_refs(dest):
                     deleted = run_git(repo, "push", "origin", "--delete", ref)
                     assert deleted.returncode == 0, deleted.stderr
