@@ -286,7 +286,7 @@ class Snapshotter(StatScan):
             return None, None
         # HEAD read once and its branch once: head_is_unborn, head_is_detached and
         # repo.head each read and resolve them again (7 file reads; 2 checkpoints a call).
-        # tests/test_head_info.py compares this with those calls.
+        # tests/snapshot/test_head_info.py compares this with those calls.
         head = self.repo.references.get("HEAD")
         if head is None:
             return None, None
