@@ -228,7 +228,7 @@ def _write(agent: str, fixtures: dict[str, dict[str, Any]]) -> None:
 def test_redaction_leaves_no_temp_path() -> None:
     sample = {"cwd": "/tmp/pytest-of-root/x/repo", "transcript_path":
               "/tmp/pytest-of-root/x/home/.claude/projects/-tmp-pytest-of-root-x-repo/s.jsonl"}
-    from capture_hook import redact
+    from e2e.capture_hook import redact
     out = redact(sample, "/tmp/pytest-of-root/x/repo", "/tmp/pytest-of-root/x/home")
     assert out == {"cwd": "/home/user/project", "transcript_path":
                    "/home/user/.claude/projects/-home-user-project/s.jsonl"}
