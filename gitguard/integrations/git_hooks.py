@@ -25,11 +25,11 @@ import pygit2
 
 from gitguard import attribution, checkpoints, clock, ledger, trace
 from gitguard.gitcmd import run_git
+from gitguard.gitobjects import EMPTY_TREE
 from gitguard.integrations import baselines
 from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.integrations.pushcheck import check_push
 from gitguard.models import CheckpointIndexRow, Confidence, ToolLedgerEntry
-from gitguard.snapshot import EMPTY_TREE
 
 if TYPE_CHECKING:
     from gitguard.api import Guard

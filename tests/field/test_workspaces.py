@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import alive, wait_for
 from gitguard import client, nativeclient
 from gitguard.workspace import discover
-from gitstate import capture
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import alive, wait_for
+from tests.helpers.gitstate import capture
 
 
 def _dotfiles(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
