@@ -10,7 +10,7 @@ choice, a value that looks like an option, two `-C`) returns None and goes throu
 click, so click's messages stay click's. The click commands (commands/call.py, which
 the daemon also runs) call the same `begin_output`/`end_output`, and a GitguardError
 or a bug ends as `cli.run` ends it: the same Error/Hint lines, exit code and crash log
-(tests/test_callcli.py compares the two byte for byte).
+(tests/cli/test_call_without_click.py compares the two byte for byte).
 
 Standard library only at import.
 """

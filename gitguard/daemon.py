@@ -33,7 +33,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard import calls, client, daemon_calls, jsontext, ledger, packing, recovery_daemon
+from gitguard import calls, client, daemon_calls, entry, jsontext, ledger, packing, recovery_daemon
 from gitguard.api import Guard
 from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
@@ -254,6 +254,11 @@ class Daemon:
         args = request.get("args") or {}
         if not isinstance(args, dict):
             return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
+        if op == "cli":     # a command line as typed: entry's table says which ones run here
+            found = entry.forwarded(args)
+            if isinstance(found, str):
+                return {"fallback": True, "reason": found}
+            op, args = found
         if op in CALL_OPS:
             try:
                 with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them

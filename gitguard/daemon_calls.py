@@ -7,7 +7,7 @@ sends (`--opt VALUE`, `--opt=VALUE`, flags, one call id) and runs the same steps
 `gitguard.commands.call`; anything else (help, an unknown or misspelt option, a missing
 value, a bad choice, a value that looks like an option) returns None and goes through
 click as before, so the output and exit code are click's for every input
-(tests/test_daemon_calls.py compares the two byte for byte).
+(tests/daemon/test_daemon_calls_match_cli.py compares the two byte for byte).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Anything else is read from disk on the rare request that needs it: `entries`, `o
 `first_seq` and `in_order()` fold the whole ledger (through ledger.fold.json) once per
 state that asks, and `get`/`lookup` of a call older than the window do the same. The
 ledger file stays the only truth; what is kept in memory is what a fold of it gives
-(tests/test_ledger_window.py compares the two, with calls pushed out of the window).
+(tests/ledger/test_window.py compares the two, with calls pushed out of the window).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class LedgerState:
 
     def runs_of(self, key: RunKey) -> list[ToolLedgerEntry]:
         """The calls with this run_key, in ledger order: what filtering in_order() by the
-        key gives (tests/test_replay_index.py compares the two)."""
+        key gives (tests/ledger/test_replay_index.py compares the two)."""
         return [self.get(call_id) for call_id, _run in self.runs_by_key(key)]
 
     # --- folding new events in --------------------------------------------------------

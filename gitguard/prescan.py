@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import subprocess
 
 # `Snapshotter._status("--untracked-files=normal")` through `gitcmd.run_git`, flag for flag
-# (tests/test_prescan.py compares the two outputs, and checks with GIT_TRACE that a CLI
+# (tests/snapshot/test_prescan.py compares the two outputs, and checks with GIT_TRACE that a CLI
 # resume runs this status once).
 _CONFIG = ("-c", "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
            "-c", "core.untrackedCache=true")
