@@ -17,7 +17,7 @@ import pytest
 
 from conftest import gg, git
 from daemons import alive, wait_for
-from gitguard import client, nativeclient
+from gitguard import client, nativeclient, store_discovery
 from gitguard.workspace import discover
 from gitstate import capture
 
@@ -58,7 +58,7 @@ def test_a_dotfiles_store_is_in_the_git_dir_and_git_add_never_sees_it(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert discover(home).store_dir == bare.resolve() / "gitguard"
-    assert client.find_store(str(home)) == (str(home), str(bare / "gitguard"))
+    assert store_discovery.find_store(str(home)) == (str(home), str(bare / "gitguard"))
 
 
 def test_core_worktree_keeps_the_store_in_the_git_dir(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_every_discovery_agrees_on_a_git_dir_from_the_environment(
         assert "Hint: " in proc.stderr
         return
     assert discover(side).store_dir == admin.resolve() / "gitguard"
-    found = client.find_store(str(side))
+    found = store_discovery.find_store(str(side))
     assert found is not None and Path(found[1]).resolve() == admin.resolve() / "gitguard"
 
 
