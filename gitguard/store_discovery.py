@@ -14,6 +14,7 @@ working tree (`core.worktree`, a bare repository). Standard library only.
 from __future__ import annotations
 
 import os
+import stat
 
 TYPE_CHECKING = False   # not typing's: `typing` costs milliseconds to import
 if TYPE_CHECKING:
@@ -44,9 +45,13 @@ def find_git_dir(start: str) -> tuple[str, str | None] | None:
     else:
         for here in _upwards(start, stay_on_device=True):
             dot_git = os.path.join(here, ".git")
-            if os.path.isfile(dot_git):
+            try:
+                mode = os.stat(dot_git).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISREG(mode):
                 found = _gitfile_target(dot_git) or dot_git, here
-            elif _is_git_dir(dot_git):
+            elif stat.S_ISDIR(mode) and os.path.isfile(os.path.join(dot_git, "HEAD")):
                 found = dot_git, here
             elif _is_git_dir(here):
                 found = here, os.path.dirname(here) if os.path.basename(here) == ".git" else None
@@ -84,19 +89,20 @@ def find_store(start: str) -> tuple[str, str] | None:
 
 def _upwards(start: str, stay_on_device: bool) -> Iterator[str]:
     """`start` and its parents, up to (not into) a ceiling directory, and with
-    `stay_on_device` not onto another file system."""
+    `stay_on_device` not onto another file system. (Lazily: most walks end at `start`.)"""
+    yield start
     ceilings = {os.path.realpath(p) for p in
                 os.environ.get("GIT_CEILING_DIRECTORIES", "").split(os.pathsep)
                 if os.path.isabs(p)}
     device = _device(start) if stay_on_device else None
     here = start
     while True:
-        yield here
         parent = os.path.dirname(here)
         if parent == here or parent in ceilings:
             return
         if device is not None and _device(parent) != device:
             return
+        yield parent
         here = parent
 
 
@@ -108,8 +114,9 @@ def _device(path: str) -> int | None:
 
 
 def _is_git_dir(path: str) -> bool:
-    """What git takes for a repository: HEAD, and objects and refs (or, for a linked
-    worktree's own git dir, a `commondir` naming them)."""
+    """What git takes for a bare repository: HEAD, and objects and refs (or, for a linked
+    worktree's own git dir, a `commondir` naming them). A `.git` directory needs only
+    HEAD: one stat, on the path every hook takes."""
     return os.path.isfile(os.path.join(path, "HEAD")) and (
         (os.path.isdir(os.path.join(path, "objects"))
          and os.path.isdir(os.path.join(path, "refs")))
