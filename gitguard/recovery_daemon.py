@@ -20,6 +20,7 @@ from gitguard import ledger
 if TYPE_CHECKING:
     from gitguard.daemon import Daemon
 
+
 def handle(daemon: Daemon, op: str, args: dict[str, Any]) -> dict[str, Any]:
     argv = args.get("argv")
     if not isinstance(argv, list) or argv[:1] != [op]:
