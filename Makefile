@@ -25,8 +25,9 @@ demo: $(STAMP)
 # bytes or a crash instead of passing by luck. The tests that hand buffers to libgit2:
 # patches (installed packages' large modules among them), snapshots, rollback, the daemon,
 # and the field suite's whole-package formatter run and edit of click's 148 KB core.py.
-MEMCHECK := tests/test_patchtext.py tests/test_snapshot.py tests/test_rollback.py \
-	tests/test_daemon_calls.py tests/field/test_field_base.py
+MEMCHECK := tests/git/test_patch_text.py tests/snapshot/test_snapshot.py \
+	tests/rollback/test_rollback.py tests/daemon/test_daemon_calls_match_cli.py \
+	tests/field/test_field_base.py
 
 # Two workers (pytest-xdist): the suite waits on git, fsync and daemons far more than it
 # computes (load below 1 over an 8.5 min one-process run here; 4.8 min with two). Tests
@@ -59,4 +60,4 @@ soak: $(STAMP)
 	GITGUARD_SOAK_TRIALS=10000 $(BIN)/python -m pytest -q -p no:cacheprovider tests -m soak
 
 clean:
-	rm -rf $(VENV) build .bench
+	rm -rf $(VENV) build .bench gitguard/nativeclient

@@ -50,10 +50,12 @@ def _started(ctx: CaseContext) -> None:
 
 
 def _hook_argv(ctx: CaseContext) -> list[str]:
-    """What the installed hooks run: the native client when it was built (`daemon start`
-    builds it when a C compiler is there), else the console script."""
-    native = ctx.repo / ".git" / "gitguard" / "bin" / "gitguard"
-    return [str(native)] if os.access(native, os.X_OK) else _gitguard_argv()
+    """What the installed hooks run: the package's native client when it was built with
+    it (a C compiler at install), else the console script."""
+    native = _PROJECT / "gitguard" / "nativeclient"
+    if os.access(native, os.X_OK) and os.environ.get("GITGUARD_NATIVE") != "0":
+        return [str(native), sys.executable]
+    return _gitguard_argv()
 
 
 def _hook(ctx: CaseContext, *args: str) -> bytes:
@@ -95,7 +97,7 @@ def daemon_per_call(ctx: CaseContext) -> Measurement:
         bare = statistics.median(timed_ms([sys.executable, "-c", "pass"], cwd=ctx.repo)
                                  for _ in range(5))
         client = _hook_argv(ctx)[0]
-        kind = "native client" if client.endswith("bin/gitguard") else Path(client).name
+        kind = "native client" if client.endswith("nativeclient") else Path(client).name
         note = (f"2 processes ({kind} `call begin`, edit, `call end`); a bare interpreter "
                 f"start is {bare:.1f} ms here; served by "
                 f"the daemon: {served.get('incremental', 0)} O(changed) trees, "

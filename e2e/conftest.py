@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import harness  # noqa: E402
-from modelserver import Server  # noqa: E402
+from e2e import harness
+from e2e.modelserver import Server
 
 
 @pytest.fixture

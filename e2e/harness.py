@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelserver import Server
+from e2e.modelserver import Server
 
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent

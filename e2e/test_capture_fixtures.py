@@ -6,7 +6,7 @@ capture_hook.py in front of gitguard's hook, then checks that each fixture has e
 field the real payload has (values may differ: the unit tests edit them). With
 `GITGUARD_E2E_CAPTURE=1` it rewrites fixtures/claude_code and fixtures/codex from
 the capture, and fixtures/captured_fields.json (every field each real payload had: what
-tests/test_fixture_fields.py holds the fixtures to).
+tests/integrations/test_fixture_fields.py holds the fixtures to).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import harness
-from modelserver import Server
+from e2e import harness
+from e2e.modelserver import Server
 
 FIXTURES = harness.ROOT / "fixtures"
 CLAUDE_SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"   # the id the fixtures always had
@@ -228,7 +228,7 @@ def _write(agent: str, fixtures: dict[str, dict[str, Any]]) -> None:
 def test_redaction_leaves_no_temp_path() -> None:
     sample = {"cwd": "/tmp/pytest-of-root/x/repo", "transcript_path":
               "/tmp/pytest-of-root/x/home/.claude/projects/-tmp-pytest-of-root-x-repo/s.jsonl"}
-    from capture_hook import redact
+    from e2e.capture_hook import redact
     out = redact(sample, "/tmp/pytest-of-root/x/repo", "/tmp/pytest-of-root/x/home")
     assert out == {"cwd": "/home/user/project", "transcript_path":
                    "/home/user/.claude/projects/-home-user-project/s.jsonl"}

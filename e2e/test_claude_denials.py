@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import Repo, bash, claude_start
+from e2e.harness import Repo, bash, claude_start
 
 
 def test_denied_calls_never_ran_and_own_none_of_the_users_edits(make_repo: Any,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import Repo, Run, bash, claude, claude_until, kill9, publish_command
+from e2e.harness import Repo, Run, bash, claude, claude_until, kill9, publish_command
 
 DENIED_BY_GITGUARD = "gitguard:"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness import Repo, bash, claude_turns
+from e2e.harness import Repo, bash, claude_turns
 
 
 def _edit(repo: Repo, rel: str, old: str, new: str) -> dict[str, Any]:

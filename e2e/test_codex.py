@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import Repo, Run, codex, publish_command
+from e2e.harness import Repo, Run, codex, publish_command
 
 PATCH = ("*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** Update File: app.py\n@@\n"
          "-    return 1\n+    return 3\n*** End Patch\n")

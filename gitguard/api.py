@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gitguard import checkpoints, jsontext, ledger, sessions, trace
 from gitguard import messages as message_store
 from gitguard.errors import GitguardError
+from gitguard.gitobjects import EMPTY_TREE, entry_id_at
 from gitguard.models import (
     Checkpoint,
     CheckpointIndexRow,
@@ -33,7 +34,7 @@ from gitguard.models import (
     ToolLedgerEntry,
 )
 from gitguard.settings import Settings, load
-from gitguard.snapshot import EMPTY_TREE, Snapshotter
+from gitguard.snapshot import Snapshotter
 from gitguard.store import Store
 from gitguard.workspace import Workspace, discover
 
@@ -302,10 +303,9 @@ class Guard:
                 # Changed inside a window whose call never finished (resume's rule); a
                 # rescan's `unknown` record knows no more than the checkpoints do.
                 for call_id, then, end in windows:
-                    if attribution.unsettled_owner(_blob(self.snap, then, change.path),
-                                                   True if end is None
-                                                   else _blob(self.snap, end, change.path),
-                                                   change.new_oid):
+                    before = entry_id_at(self.snap.repo, then, change.path)
+                    after = True if end is None else entry_id_at(self.snap.repo, end, change.path)
+                    if attribution.unsettled_owner(before, after, change.new_oid):
                         owner, confidence = call_id, "ambiguous"
                         break
             result.append(DirtyPath(change.path, owner, confidence, change.status))
@@ -329,18 +329,6 @@ class Guard:
             found.append((e.call_id, self.snap.tree_of(pre.snapshot_commit),
                           self.snap.tree_of(post.snapshot_commit) if post else None))
         return found
-
-
-def _blob(snap: Snapshotter, tree: str, path: str) -> str | None:
-    import pygit2
-
-    found = snap.repo.get(tree)
-    if not isinstance(found, pygit2.Tree):
-        return None
-    try:
-        return str(found[path].id)
-    except KeyError:
-        return None
 
 
 def _open_id(store: Store) -> str:

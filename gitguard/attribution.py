@@ -48,7 +48,6 @@ and `unknown` records after a checkpoint make the path a conflict.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -146,10 +145,6 @@ def patches_after(entries: Iterable[ToolLedgerEntry], seq_of: dict[str, int],
 
 
 # --- the daemon's live attribution -------------------------------------------------------
-
-def git_blob_hash(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
 
 @dataclass(frozen=True)
 class Expectation:

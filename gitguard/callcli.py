@@ -13,7 +13,8 @@ two `-C`) returns None and goes through click, so click's messages stay click's.
 requests' to `run` (gitguard.daemon_calls). Both paths call the same
 `begin_output`/`end_output` as the click commands, and a GitguardError or a bug ends in
 the one error boundary (gitguard.error_boundary): the same Error/Hint lines, exit code
-and crash log (tests/test_callcli.py and test_daemon_calls.py compare them byte for byte).
+and crash log (tests/cli/test_call_without_click.py and
+tests/daemon/test_daemon_calls_match_cli.py compare them byte for byte).
 
 Standard library only at import.
 """

@@ -262,8 +262,8 @@ def write(store: Store, snap: Snapshotter, index: Index, *, session_id: str,
     head, branch = snap.head_info()
     dirty_paths, dirty_count = (dirty if dirty is not None
                                 else _dirty_summary(snap, previous, commit, head, tree))
-    # The file's JSON and the index row are built once, from plain data, as
-    # `to_json()` of the models would give them (test_checkpoint_fastwrite compares);
+    # The file's JSON and the index row are built once, from plain data, as `to_json()` of
+    # the models would give them (tests/snapshot/test_checkpoint_records.py compares);
     # the objects returned are built without validating again what was just typed.
     fields: dict[str, Any] = dict(
         checkpoint_id=checkpoint_id, session_id=session_id, kind=kind, step_id=step_id,

@@ -2,22 +2,16 @@
 
 This is the per-tool-call path: an agent hook runs `gitguard call begin` for every
 tool call, so it must not import pygit2, pydantic, click or watchdog (about 110 ms)
-when a daemon can do the work. Protocol: one JSON request per connection on the
-unix socket `<store>/daemon.sock`; the client shuts its side for writing; the
-daemon writes TAKEN (a space) when its worker starts on the request, then one JSON
-object, and closes (an answer given at once, a refusal or a fallback, has no TAKEN):
+when a daemon can do the work. Protocol: one request per connection on the unix socket
+`<store>/daemon.sock`, in gitguard.wire's framing; the client shuts its side for
+writing; the daemon writes TAKEN (a space) when its worker starts on the request, then
+the answer, and closes (an answer given at once, a refusal or a fallback, has no TAKEN):
 
-    {"op": "call.begin", "args": {"argv": [...], "cwd": "...", "env": {...},
-                                  "stdin": "<base64>"}}
+    {"op": "cli", "args": {"argv": [...], "cwd": "...", "env": {...}, "stdin": b"..."}}
     -> {"exit": 0, "stdout": "...", "stderr": "..."}
-    -> {"fallback": true, "reason": "..."}      the caller does the work itself
+    -> {"fallback": True, "reason": "..."}      the caller does the work itself
 
-Byte-exact output travels as text with surrogate escapes (JSON escapes them).
-
-JSON goes through the C accelerator `_json` directly: the `json` package imports
-`re`, `enum` and `collections` (12-15 ms per process start, more than the rest of
-this path together); `dumps` and `loads` give what `json.dumps(ensure_ascii=True)`
-and `json.loads` give (a test compares them).
+Byte-exact output travels as text with surrogate escapes.
 """
 
 from __future__ import annotations
@@ -26,10 +20,7 @@ import _socket  # not `socket`: that module pulls in selectors and enum, ~3 ms p
 import os
 import struct
 
-try:
-    import _json
-except ImportError:     # an interpreter without the accelerator: the slow, same result
-    _json = None  # type: ignore[assignment]
+from gitguard import wire
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: `typing` costs milliseconds to import
 if TYPE_CHECKING:
@@ -40,7 +31,7 @@ SOCKET_NAME = "daemon.sock"
 PID_NAME = "daemon.pid"
 LOCK_NAME = "daemon.lock"
 _MAX_SUN_PATH = 100     # sockaddr_un holds 108 bytes; longer paths go through /proc
-TAKEN = b" "            # the daemon's worker starts on the request (JSON whitespace)
+TAKEN = b" "            # the daemon's worker starts on the request (before its answer)
 TAKE_S = 5.0            # how long a client waits for that before doing the work itself
 
 
@@ -90,7 +81,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
             raise Unreachable("the daemon socket belongs to another user")
         if peer_pid == os.getpid():
             raise Unreachable("this process is the daemon")
-        payload = dumps({"op": op, "args": dict(args or {})}).encode()
+        payload = wire.encode({"op": op, "args": dict(args or {})})
         try:
             sock.sendall(payload)
             sock.shutdown(_socket.SHUT_WR)
@@ -110,15 +101,17 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         sock.close()
         if dir_fd >= 0:
             os.close(dir_fd)
-    text = b"".join(chunks).decode("utf-8", "replace")
-    if not text.strip(_WHITESPACE):
-        raise Broken("the daemon closed the connection without an answer")
+    data = b"".join(chunks)
+    taken = data.startswith(TAKEN)
     try:
-        answer = loads(text)
+        answer = wire.decode(data[len(TAKEN):] if taken else data)
     except ValueError:
-        raise Broken("the daemon's answer is not JSON") from None
+        if not taken:   # not run (a daemon of another gitguard version says so its way)
+            raise Unreachable("the daemon's answer is not in gitguard's framing") from None
+        raise Broken("the daemon closed the connection without an answer" if
+                     len(data) == len(TAKEN) else "the daemon's answer is malformed") from None
     if not isinstance(answer, dict):
-        raise Broken("the daemon's answer is not an object")
+        raise Broken("the daemon's answer is not a dict")
     if answer.get("fallback"):
         raise Unreachable(str(answer.get("reason", "the daemon declined")))
     return answer
@@ -152,15 +145,12 @@ def _taken(sock: Any, take_timeout: float) -> bytes:
 
 
 def cli_args(argv: list[str], cwd: str, stdin: bytes | None) -> dict[str, Any]:
-    encoded = None
-    if stdin is not None:
-        import binascii  # not base64: it imports re
-
-        encoded = binascii.b2a_base64(stdin, newline=False).decode()
-    return {"argv": argv, "cwd": cwd, "env": dict(os.environ), "stdin": encoded}
+    return {"argv": argv, "cwd": cwd, "env": dict(os.environ), "stdin": stdin}
 
 
 def out_bytes(text: object) -> bytes:
+    if isinstance(text, bytes):
+        return text
     return str(text or "").encode("utf-8", "surrogateescape")
 
 
@@ -179,55 +169,3 @@ def pid_of(store: str) -> int | None:
             return int(fh.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _no_default(value: object) -> object:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _constant(name: str) -> float:
-    return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
-
-
-class _Context:
-    """What `_json.make_scanner` reads from a `json.JSONDecoder`: json.loads' defaults."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = staticmethod(_constant)
-    memo: dict[str, str] = {}
-
-
-_WHITESPACE = " \t\n\r"
-_encode = (None if _json is None else
-           _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ": ",
-                              ", ", False, False, True))
-_scan = None if _json is None else _json.make_scanner(_Context())  # type: ignore[arg-type]
-
-
-def dumps(value: object) -> str:
-    """`json.dumps(value, ensure_ascii=True)`."""
-    if _encode is None:
-        import json
-
-        return json.dumps(value, ensure_ascii=True)
-    return "".join(_encode(value, 0))
-
-
-def loads(text: str) -> Any:
-    """`json.loads(text)` for a str; ValueError when it is not one JSON value."""
-    if _scan is None:
-        import json
-
-        return json.loads(text)
-    start = len(text) - len(text.lstrip(_WHITESPACE))
-    try:
-        value, end = _scan(text, start)
-    except StopIteration:
-        raise ValueError("not JSON") from None
-    if text[end:].strip(_WHITESPACE):
-        raise ValueError("extra data after the JSON value")
-    return value

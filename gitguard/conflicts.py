@@ -32,7 +32,8 @@ from gitguard import (
     trace,
 )
 from gitguard.errors import GitguardError, UnknownId
-from gitguard.fileops import LINK, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import LINK, REGULAR, read_blob
 from gitguard.guarded import Applied, Step, apply
 from gitguard.models import CheckpointConflict, Resolution, RollbackFiles
 from gitguard.store import Store
@@ -106,7 +107,7 @@ class ThreeWay:
 
 def three_way(g: Guard, conflict: CheckpointConflict) -> ThreeWay:
     def blob(oid: str | None) -> bytes | None:
-        return g.snap.read_blob(oid) if oid else None
+        return read_blob(g.snap.repo, oid) if oid else None
 
     state = fileops.current_state(g.ws.root, conflict.path)
     current: bytes | None = None
@@ -176,7 +177,7 @@ def _target(g: Guard, view: ThreeWay, how: How) -> tuple[FileState | None, bytes
     """What the file becomes: (state, content, conflict regions left with markers)."""
     c = view.conflict
     if how == "apply_agent":
-        base = FileState(c.base_hash, c.base_mode or fileops.REGULAR) if c.base_hash else None
+        base = FileState(c.base_hash, c.base_mode or REGULAR) if c.base_hash else None
         return base, None, 0
     if view.current_state is None or view.current is None:
         raise GitguardError(f"{c.path} does not exist now: there is nothing of yours to merge",

@@ -37,6 +37,7 @@ import pygit2
 from gitguard import (
     calls,
     daemon_calls,
+    entry,
     jsontext,
     ledger,
     packing,
@@ -262,6 +263,11 @@ class Daemon:
         args = request.get("args") or {}
         if not isinstance(args, dict):
             return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
+        if op == "cli":     # a command line as typed (the native client sends every one)
+            found = entry.forwarded(args)       # client.FORWARDED says which ones run here
+            if isinstance(found, str):
+                return {"fallback": True, "reason": found}
+            op, args = found
         known = OPS.get(op)
         if known is None:
             return {"fallback": True, "reason": f"unknown op {op!r}"}

@@ -7,7 +7,8 @@ the fresh-process parser (gitguard.callcli: the same option table as the click c
 and run by the same `callcli.run`, against the daemon's Guard; anything else (help, an
 unknown or misspelt option, a missing value, a bad choice, a value that looks like an
 option) returns None and goes through click as before, so the output and exit code are
-click's for every input (tests/test_daemon_calls.py compares the two byte for byte).
+click's for every input (tests/daemon/test_daemon_calls_match_cli.py compares the two
+byte for byte).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitguard import client, durable
+from gitguard import client, durable, nativeclient
 from gitguard.errors import GitguardError
 from gitguard.store import Store
 from gitguard.workspace import Workspace
@@ -87,7 +87,6 @@ def start(ws: Workspace, timeout: float = START_TIMEOUT_S) -> Started:
          "--foreground"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True, close_fds=True)
-    _native_client(store_dir)   # while the daemon scans
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if client.alive(str(store_dir)):
@@ -103,15 +102,6 @@ def start(ws: Workspace, timeout: float = START_TIMEOUT_S) -> Started:
         time.sleep(0.02)
     raise GitguardError(f"the daemon did not answer within {timeout:.0f} s",
                         f"see {store_dir / LOG_NAME}; `gitguard daemon stop` ends it")
-
-
-def _native_client(store_dir: Path) -> None:
-    """Build (or keep) the native hook client the installed hooks run: a gitguard that
-    changed since they were installed gets a matching one. Never fails the start."""
-    from gitguard import nativeclient
-
-    with suppress(OSError, GitguardError):
-        nativeclient.build(store_dir)
 
 
 def _last_error(stderr: str, store_dir: Path) -> str:
@@ -240,6 +230,9 @@ def serve_foreground(ws: Workspace) -> int:
         if stale is not None and stale != os.getpid():
             log.warning("recovered: the previous daemon (pid %d) was gone without stopping "
                         "(killed?); its stale pid file and socket are replaced", stale)
+        if nativeclient.remove_old(ws.store_dir):
+            log.info("removed the hook client an older gitguard built into the store "
+                     "(it speaks an older framing); the hooks that named it start Python")
         daemon = Daemon(ws, log)
         install_signals(daemon)
         try:

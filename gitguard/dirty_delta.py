@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
-from gitguard import treeedit
-from gitguard.fileops import TREE, FileState
+from gitguard.fileops import FileState
+from gitguard.gitobjects import TREE, as_tree
 from gitguard.models import Checkpoint
 from gitguard.snapshot import Change, Snapshotter
 
@@ -61,7 +61,7 @@ def changes(repo: pygit2.Repository, old_tree: str, new_tree: str,
     chosen = set(paths)
     if any(q in chosen for p in chosen for q in _parents(p)):
         return None
-    old, new = treeedit.parse_tree(repo, old_tree), treeedit.parse_tree(repo, new_tree)
+    old, new = as_tree(repo, old_tree), as_tree(repo, new_tree)
     found: list[Change] = []
     for rel in chosen:
         if not _utf8(rel):
@@ -91,7 +91,7 @@ def planned_changes(repo: pygit2.Repository, old_tree: str,
     chosen = set(targets)
     if any(q in chosen for p in chosen for q in _parents(p)):
         return None
-    old = treeedit.parse_tree(repo, old_tree)
+    old = as_tree(repo, old_tree)
     found: list[Change] = []
     for rel, state in targets.items():
         if not _utf8(rel):
@@ -137,9 +137,9 @@ def derive(snap: Snapshotter, base: Checkpoint, new_tree: str,
     if head != base.head:
         return None
     repo = snap.repo
-    old_tree = treeedit.parse_tree(repo, snap.tree_of(base.snapshot_commit))
-    new = treeedit.parse_tree(repo, new_tree)
-    head_tree = treeedit.parse_tree(repo, snap.tree_of(head)) if head else None
+    old_tree = as_tree(repo, snap.tree_of(base.snapshot_commit))
+    new = as_tree(repo, new_tree)
+    head_tree = as_tree(repo, snap.tree_of(head)) if head else None
     cleaned: set[str] = set()
     dirtied: set[str] = set()
     for rel in changed:

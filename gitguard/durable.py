@@ -26,7 +26,6 @@ from gitguard.errors import CorruptRecord, StoreError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-EXEC_MODE = 0o700       # the store's one program, the native hook client: run by its owner
 _SUM_LEN = 16
 _PREFIX = b'{"sum":"'
 _MIDDLE = b'","data":'

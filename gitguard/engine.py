@@ -48,7 +48,8 @@ from gitguard.attribution import (
 )
 from gitguard.daemonctl import UNWATCHED_FILE
 from gitguard.errors import StoreError
-from gitguard.fastsnap import blob_at, diff_trees
+from gitguard.fastsnap import diff_trees
+from gitguard.gitobjects import as_tree, blob_at
 from gitguard.integrations import background
 from gitguard.models import ToolLedgerEntry
 from gitguard.replay import never_ran
@@ -59,7 +60,6 @@ from gitguard.treebuild import (
     NeedsFullScan,
     converting_attributes,
     needs_git_filters,
-    tree_of,
 )
 from gitguard.watcher import Raw, Source
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
@@ -378,9 +378,9 @@ class Engine:
         window = self.tracker.windows.get(entry.call_id)
         final: dict[str, bytes | None] = {}
         if window is not None and self.tree is not None:
-            tree = tree_of(self.repo, self.tree.tree)
+            root = as_tree(self.repo, self.tree.tree)
             for path in window.expected:
-                final[path] = blob_at(self.repo, tree, path)
+                final[path] = blob_at(self.repo, root, path)
         self.record(self.tracker.close(entry.call_id, final))
 
     def flush_user(self) -> None:

@@ -17,12 +17,17 @@ import sys
 
 from gitguard import client, store_discovery
 
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: `typing` costs milliseconds to import
+if TYPE_CHECKING:
+    from typing import Any
+
 _STDIN_OPTIONS = ("--input-file", "--result-file")
 
 
-def split_global(argv: list[str]) -> tuple[str, list[str]] | None:
-    """(directory, the rest) for `[-C DIR]... VERB ...`; None for anything unusual."""
-    cwd = os.getcwd()
+def split_global(argv: list[str], cwd: str | None = None) -> tuple[str, list[str]] | None:
+    """(directory, the rest) for `[-C DIR]... VERB ...` run in `cwd` (this process's
+    directory when None); None for anything unusual."""
+    cwd = os.getcwd() if cwd is None else cwd
     rest = list(argv)
     while rest[:1] == ["-C"] and len(rest) >= 2:
         cwd = os.path.join(cwd, rest[1])
@@ -38,6 +43,24 @@ def op_of(rest: list[str]) -> str | None:
     if any(a in ("-h", "--help") for a in rest):
         return None
     return client.FORWARDED.get(tuple(rest[:2])) or client.FORWARDED.get(tuple(rest[:1]))
+
+
+def forwarded(args: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
+    """The daemon's op and args for a command line a client sent as typed (op "cli": the
+    native client sends every one, and this table alone says which the daemon runs); or
+    why the daemon does not run it, and the client runs it itself."""
+    argv, cwd, env = args.get("argv"), args.get("cwd"), args.get("env")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) \
+            or not isinstance(cwd, str):
+        return "not a command line"
+    if isinstance(env, dict) and env.get("GITGUARD_FAULT"):
+        return "fault injection kills the client's own process"
+    parsed = split_global(argv, cwd)
+    op = None if parsed is None else op_of(parsed[1])
+    if parsed is None or op is None:
+        return "not a command the daemon runs"
+    where, rest = parsed
+    return op, {**args, "argv": rest, "cwd": where}
 
 
 def wants_stdin(rest: list[str]) -> bool:
@@ -68,7 +91,7 @@ def try_daemon(argv: list[str]) -> int | None:
     global _stdin_read
     _stdin_read = stdin
     try:
-        answer = client.request(store, op, client.cli_args(rest, cwd, stdin))
+        answer = client.request(store, "cli", client.cli_args(argv, os.getcwd(), stdin))
     except client.Unreachable:
         if rest[0] == "hook":
             autostart(root, store)
@@ -232,12 +255,14 @@ def hook_here(argv: list[str]) -> int | None:
     if any(a in ("-h", "--help") for a in rest):
         return None
     if rest == ["hook", "claude-code"]:
+        lean_pygit2()
         from gitguard.integrations.hookcli import Opened, claude_code_hook
 
         sys.stdout.write(claude_code_hook(Opened(cwd), _stdin_read) + "\n")
         sys.stdout.flush()
         return 0
     if rest[:2] == ["hook", "git"] and len(rest) >= 3 and not rest[2].startswith("-"):
+        lean_pygit2()
         from gitguard.integrations.hookcli import Opened, git_hook
 
         code, message = git_hook(Opened(cwd), rest[2], rest[3:], _stdin_read)
@@ -255,9 +280,16 @@ def call_here(argv: list[str]) -> int | None:
     parsed = split_global(argv)
     if parsed is None or parsed[1][:1] != ["call"]:
         return None
+    lean_pygit2()
     from gitguard.callcli import here
 
     return here(argv)
+
+
+def lean_pygit2() -> None:
+    from gitguard.leanimport import lean_pygit2
+
+    lean_pygit2()
 
 
 def main() -> None:
@@ -267,18 +299,12 @@ def main() -> None:
         code = try_daemon(argv)
     if code is not None:
         sys.exit(code)
-    from gitguard.leanimport import lean_imports
-
-    lean_imports()
     early_scan(argv)
     code = hook_here(argv)
     if code is None:
         code = call_here(argv)
     if code is not None:
         sys.exit(code)
-    from gitguard.leanimport import drop_stand_ins
-
-    drop_stand_ins()     # before cli imports anything that hashes
     from gitguard.cli import main as cli_main
 
     cli_main(argv)

@@ -25,13 +25,8 @@ from typing import Literal, TypeVar
 import pygit2
 
 from gitguard import workers
+from gitguard.gitobjects import EXECUTABLE, LINK, REGULAR
 
-REGULAR = 0o100644
-EXECUTABLE = 0o100755
-LINK = 0o120000
-TREE = 0o040000
-GITLINK = 0o160000
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 KEEP_BYTES = 1 << 20             # current_content keeps the bytes of files up to this size
 TEMP_INFIX = ".gitguard-"        # write_state's temporary files: `.NAME.gitguard-<8 hex>.tmp`
 NAME_MAX = 255                   # bytes in one file name (Linux, and most file systems)

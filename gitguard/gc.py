@@ -49,6 +49,7 @@ from gitguard import (
 from gitguard import messages as message_store
 from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
+from gitguard.gitobjects import REGULAR, TREE
 from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
 from gitguard.settings import Settings
 from gitguard.snapshot import AUTHOR, SESSION_REF, Snapshotter
@@ -382,8 +383,8 @@ def _holder(repo: pygit2.Repository, blobs: list[str], message: str) -> str:
     for prefix, oids in sorted(fanout.items()):
         sub = repo.TreeBuilder()
         for oid in oids:
-            sub.insert(oid[2:], pygit2.Oid(hex=oid), pygit2.enums.FileMode.BLOB)
-        root.insert(prefix, sub.write(), pygit2.enums.FileMode.TREE)
+            sub.insert(oid[2:], pygit2.Oid(hex=oid), REGULAR)
+        root.insert(prefix, sub.write(), TREE)
     moment = int(clock.now().timestamp())
     sig = pygit2.Signature(*AUTHOR, moment, 0)
     return str(repo.create_commit(None, sig, sig, message, root.write(), []))

@@ -12,7 +12,8 @@ Rollback targets only checkpoints gc keeps, and gc keeps every checkpoint an ope
 conflict or an unfinished call names (retention.choose). So a row can go when it is not
 the newest of its path and either it is no later than the oldest kept checkpoint, or it
 is a call's row of confidence other than ambiguous/unknown. What stays gives every
-rollback the same conflicts and `latest` the same answer (tests/test_storage_gc_attr.py).
+rollback the same conflicts and `latest` the same answer
+(tests/retention/test_attribution_pruning.py).
 Rows are kept verbatim, in order; a torn tail stays for attrlog's repair.
 """
 

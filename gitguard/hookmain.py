@@ -27,15 +27,9 @@ def main() -> None:
         sys.exit(code)
     entry.early_scan(sys.argv[1:])
     entry.with_site_packages()
-    from gitguard.leanimport import lean_imports
-
-    lean_imports()
     code = entry.hook_here(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from gitguard.leanimport import drop_stand_ins
-
-    drop_stand_ins()     # before cli imports anything that hashes
     from gitguard.cli import main as cli_main
 
     cli_main(sys.argv[1:])

@@ -66,7 +66,7 @@ class LedgerState:
 
     def runs_of(self, key: RunKey) -> list[ToolLedgerEntry]:
         """The calls with this run_key, in ledger order: what filtering in_order() by the
-        key gives (tests/test_replay_index.py compares the two)."""
+        key gives (tests/ledger/test_replay_index.py compares the two)."""
         if self.by_run is None:
             runs: dict[RunKey, list[str]] = {}
             for call_id in self.order:

@@ -12,6 +12,7 @@ from typing import Any
 import pygit2
 
 from gitguard import clock, durable
+from gitguard.gitobjects import REGULAR, TREE, read_blob
 from gitguard.models import Checkpoint
 from gitguard.snapshot import Snapshotter
 
@@ -51,8 +52,8 @@ def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> 
         existing = root[prefix] if root is not None and prefix in root else None
         builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
         for oid in oids:
-            builder.insert(oid[2:], pygit2.Oid(hex=oid), pygit2.enums.FileMode.BLOB)
-        root_builder.insert(prefix, builder.write(), pygit2.enums.FileMode.TREE)
+            builder.insert(oid[2:], pygit2.Oid(hex=oid), REGULAR)
+        root_builder.insert(prefix, builder.write(), TREE)
     moment = clock.now()
     sig = pygit2.Signature("gitguard", "gitguard@localhost", int(moment.timestamp()), 0)
     parents: list[pygit2.Oid] = [head.id] if isinstance(head, pygit2.Commit) else []
@@ -63,7 +64,7 @@ def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> 
 
 def read_messages(snap: Snapshotter, checkpoint: Checkpoint) -> list[Any]:
     privacy = snap.store.privacy
-    return [json.loads(privacy.open(snap.read_blob(oid), "message"))
+    return [json.loads(privacy.open(read_blob(snap.repo, oid), "message"))
             for oid in checkpoint.message_refs]
 
 

@@ -6,62 +6,10 @@ from a newer gitguard instead of misreading it.
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-
-def _skip_plugin_lookup_when_none_is_installed() -> None:
-    """pydantic looks for its plugins (the `pydantic` entry point group) the first time it
-    builds a validator, through `importlib.metadata`: importing that (email, zipfile, csv...)
-    is about a tenth of a fresh gitguard process's imports. When no distribution on
-    sys.path declares such an entry point, pydantic's loader would find none: it is then
-    replaced by one that says so. Anything unusual on sys.path (an egg, a zip, a file we
-    cannot read) keeps pydantic's own loader."""
-    name = "pydantic.plugin._loader"
-    if name in sys.modules:
-        return
-    for entry in sys.path:
-        where = entry or "."
-        if os.path.isfile(where) or where.endswith(".egg"):
-            return          # a zip or an egg on sys.path may hold metadata
-        try:
-            names = os.listdir(where)
-        except OSError:
-            continue
-        for found in names:
-            if not found.endswith((".dist-info", ".egg-info")):
-                continue
-            try:
-                with open(os.path.join(where, found, "entry_points.txt"), "rb") as fh:
-                    declared = fh.read()
-            except FileNotFoundError:
-                continue
-            except OSError:
-                return
-            if b"pydantic" in declared:
-                return      # maybe a plugin: pydantic's loader decides
-    import types
-
-    def _real(attribute: str) -> Any:
-        # A newer pydantic asking the loader for anything else gets the real module:
-        # the stand-in then steps aside, so an upgrade costs the import, never an error.
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)     # the import system's own questions
-        del sys.modules[name]
-        import importlib
-        return getattr(importlib.import_module(name), attribute)
-
-    loader = types.ModuleType(name, "gitguard: no installed pydantic plugin")
-    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
-    loader.__getattr__ = _real  # type: ignore[method-assign]
-    sys.modules[name] = loader
-
-
-_skip_plugin_lookup_when_none_is_installed()
 
 SCHEMA_VERSION = 1
 

@@ -1,19 +1,23 @@
-/* gitguard's native hook client: `gitguard call begin|end ...`, `gitguard hook ...`,
- * `gitguard resume ...` and `gitguard explain ...` without a Python interpreter start,
- * while a daemon answers for the workspace.
+/* gitguard's native hook client: a gitguard command line answered by the daemon without
+ * a Python interpreter start.
  *
- * It does what gitguard/entry.py's try_daemon does, in the same order, and nothing
- * more: find the store as client.find_store does, read stdin when the command wants
- * it, connect to <store>/daemon.sock, check the peer's uid (and that it is not this
- * process), send the request in the binary framing of gitguard/server.py, write the
- * daemon's stdout and stderr and exit with its code. Whenever the Python client would
- * work in-process instead (no store, no daemon, a refused or declining daemon, an
- * unusual command line, GITGUARD_FAULT set), this program execs the Python entry with
- * the same arguments and the bytes of stdin it read, so the result is identical.
+ *     nativeclient PYTHON ARGS...
  *
- * gitguard/nativeclient.py builds it with the system `cc`, with GG_PYTHON and
- * GG_LAUNCHER defined in a generated prefix. Standard C and POSIX, plus Linux's
- * SO_PEERCRED and O_PATH (the Python client uses the same two).
+ * It finds the store as client.find_store does, reads stdin to its end (unless it is a
+ * terminal: only the hook commands gitguard writes run this, and their stdin is the
+ * hook's payload, a file or /dev/null), connects to <store>/daemon.sock, checks the
+ * peer's uid (and that it is not this process) and sends ARGS, its directory, its
+ * environment and stdin as one "cli" request in gitguard/wire.py's framing. Which
+ * command lines the daemon runs is the daemon's to say (entry.forwarded), not this
+ * program's: it writes the daemon's stdout and stderr and exits with its code, or,
+ * whenever the daemon does not run the command (no store, no daemon, a refusal, a
+ * fallback answer), it execs `PYTHON -S -P <package>/hookmain.py ARGS...` with the bytes
+ * of stdin it read, so the result is the Python entry's, byte for byte.
+ *
+ * setup.py compiles it with the package (nativeclient.py says where it lands); without
+ * a C compiler there is none, and the hook commands start Python themselves. Standard
+ * C and POSIX, plus Linux's SO_PEERCRED, O_PATH and /proc/self/exe (the Python client
+ * uses the first two).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,14 +32,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#ifndef GG_HAVE_CONFIG
-static const char GG_PYTHON[] = "python3";
-static const char GG_LAUNCHER[] = "";
+/* client.TAKEN and client.TAKE_S (a test compares them): the daemon's worker writes TAKEN
+ * when it starts on the request; nothing within TAKE_S seconds, and the client does the
+ * work itself. */
 #define GG_TAKEN ' '
 #define GG_TAKE_S 5
-#endif
-
-#define MAGIC "GGB1"
+/* The Python entry the fallback runs, beside this program in the package */
+#define GG_LAUNCHER "hookmain.py"
+#define MAGIC "GGW1"
+#define MAX_DEPTH 128       /* wire.MAX_DEPTH */
 #define MAX_SUN_PATH 100
 #define MAX_PATH_LEN 8192
 
@@ -67,13 +72,34 @@ static void put_u32(buf_t *b, uint32_t v) {
     put(b, be, 4);
 }
 
-static void put_field(buf_t *b, const void *data, size_t n) {
+/* wire.py's str and bytes: a tag, a u32 length, the bytes */
+static void put_blob(buf_t *b, char tag, const void *data, size_t n) {
+    put(b, &tag, 1);
     put_u32(b, (uint32_t)n);
     put(b, data, n);
 }
 
+static void put_str(buf_t *b, const char *text) { put_blob(b, 's', text, strlen(text)); }
+
+static void put_head(buf_t *b, char tag, uint32_t count) {
+    put(b, &tag, 1);
+    put_u32(b, count);
+}
+
+/* The package directory this program lives in (the launcher is there), or 0 */
+static int own_dir(char *out) {
+    ssize_t n = readlink("/proc/self/exe", out, MAX_PATH_LEN - 1);
+    if (n <= 0) return 0;
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash) return 0;
+    *slash = '\0';
+    return 1;
+}
+
 /* Run the Python entry instead, stdin given back when it was read. Never returns. */
-static void fallback(int argc, char **argv, const buf_t *in, int was_read) {
+static void fallback(const char *python, int argc, char **argv, const buf_t *in,
+                     int was_read) {
     if (was_read) {
         FILE *tmp = tmpfile();
         if (tmp && (in->len == 0 || fwrite(in->data, 1, in->len, tmp) == in->len)
@@ -86,24 +112,26 @@ static void fallback(int argc, char **argv, const buf_t *in, int was_read) {
         }
     }
     char **av = calloc((size_t)argc + 5, sizeof *av);
+    char launcher[MAX_PATH_LEN + sizeof GG_LAUNCHER + 1];
     if (!av) die_oom();
     int n = 0;
-    av[n++] = (char *)GG_PYTHON;
-    if (GG_LAUNCHER[0] && access(GG_LAUNCHER, R_OK) == 0) {
+    av[n++] = (char *)python;
+    if (own_dir(launcher)) {
+        strcat(launcher, "/" GG_LAUNCHER);
         av[n++] = "-S";     /* hookmain.py: no site-packages while the daemon answers */
         av[n++] = "-P";
-        av[n++] = (char *)GG_LAUNCHER;
+        av[n++] = launcher;
     } else {
         av[n++] = "-m";
         av[n++] = "gitguard";
     }
-    for (int i = 1; i < argc; i++) av[n++] = argv[i];
+    for (int i = 2; i < argc; i++) av[n++] = argv[i];
     av[n] = NULL;
-    execv(GG_PYTHON, av);
+    execv(python, av);
     fprintf(stderr, "Error: gitguard's hook client cannot start %s: %s\n"
             "Hint: gitguard was installed with that interpreter; run `gitguard hooks install` "
             "(or `gitguard integrate ...`) again with the one that has it\n",
-            GG_PYTHON, strerror(errno));
+            python, strerror(errno));
     exit(127);      /* what sh says of a missing program: not "block the tool" (2) */
 }
 
@@ -223,29 +251,6 @@ static int find_store(const char *cwd, char *store) {
     }
 }
 
-static int wants_stdin(int argc, char **argv) {
-    if (strcmp(argv[1], "hook") == 0) return fcntl(0, F_GETFD) != -1 && !isatty(0);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if ((!strcmp(a, "--input-file") || !strcmp(a, "--result-file"))
-                && i + 1 < argc && !strcmp(argv[i + 1], "-"))
-            return 1;
-        if (!strcmp(a, "--input-file=-") || !strcmp(a, "--result-file=-")) return 1;
-    }
-    return 0;
-}
-
-static int is_fast(int argc, char **argv) {
-    if (argc < 2 || argv[1][0] == '-') return 0;    /* -C and other globals: Python */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 0;
-    if (!strcmp(argv[1], "hook")) return 1;
-    /* after an agent crash: the daemon has the ledger read and the tree current */
-    if (!strcmp(argv[1], "resume") || !strcmp(argv[1], "explain")) return 1;
-    return argc >= 3 && !strcmp(argv[1], "call")
-        && (!strcmp(argv[2], "begin") || !strcmp(argv[2], "end"));
-}
-
 static void broken(const char *why) {
     fprintf(stderr, "Error: the gitguard daemon stopped while handling this: %s\n"
             "Hint: check `gitguard ledger` before repeating the call; "
@@ -285,6 +290,87 @@ static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* Reading the daemon's answer (a dict in wire.py's framing): what this program needs of
+ * it, every other value skipped. Each read checks what is left; 0 when malformed. */
+typedef struct { const unsigned char *p, *end; } reader_t;
+
+static int take(reader_t *r, size_t n, const unsigned char **out) {
+    if ((size_t)(r->end - r->p) < n) return 0;
+    *out = r->p;
+    r->p += n;
+    return 1;
+}
+
+static int take_u32(reader_t *r, uint32_t *v) {
+    const unsigned char *p;
+    if (!take(r, 4, &p)) return 0;
+    *v = get_u32(p);
+    return 1;
+}
+
+static int skip_value(reader_t *r, int depth) {
+    const unsigned char *p;
+    uint32_t n;
+    if (depth > MAX_DEPTH || !take(r, 1, &p)) return 0;
+    switch (*p) {
+    case 'N': case 'T': case 'F': return 1;
+    case 'i': case 'f': return take(r, 8, &p);
+    case 's': case 'b': return take_u32(r, &n) && take(r, n, &p);
+    case 'l':
+        if (!take_u32(r, &n)) return 0;
+        while (n--) if (!skip_value(r, depth + 1)) return 0;
+        return 1;
+    case 'd':
+        if (!take_u32(r, &n)) return 0;
+        while (n--) if (!skip_value(r, depth + 1) || !skip_value(r, depth + 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    int declined;
+    int32_t code;
+    const unsigned char *out, *err;
+    uint32_t out_len, err_len;
+} answer_t;
+
+/* {"exit": int, "stdout": str, "stderr": str} or {"fallback": true, ...} */
+static int read_answer(const unsigned char *data, size_t len, answer_t *a) {
+    reader_t r = {data, data + len};
+    const unsigned char *p;
+    uint32_t count, body;
+    memset(a, 0, sizeof *a);
+    a->code = 3;
+    if (!take(&r, 4, &p) || memcmp(p, MAGIC, 4) != 0 || !take_u32(&r, &body)
+            || body != (size_t)(r.end - r.p) || !take(&r, 1, &p) || *p != 'd'
+            || !take_u32(&r, &count))
+        return 0;
+    while (count--) {
+        uint32_t klen, vlen;
+        const unsigned char *key, *tag, *value;
+        if (!take(&r, 1, &tag) || *tag != 's' || !take_u32(&r, &klen) || !take(&r, klen, &key))
+            return 0;
+        const reader_t at = r;
+        if (!skip_value(&r, 1)) return 0;
+        tag = at.p;
+        value = at.p + 1;
+#define KEY_IS(name) (klen == sizeof name - 1 && !memcmp(key, name, klen))
+        if (KEY_IS("fallback")) {
+            a->declined = *tag == 'T';
+        } else if (KEY_IS("exit") && *tag == 'i') {
+            int64_t code = (int64_t)((uint64_t)get_u32(value) << 32 | get_u32(value + 4));
+            a->code = code == (int32_t)code ? (int32_t)code : 3;
+        } else if ((KEY_IS("stdout") || KEY_IS("stderr")) && (*tag == 's' || *tag == 'b')) {
+            vlen = get_u32(value);
+            if (KEY_IS("stdout")) { a->out = value + 4; a->out_len = vlen; }
+            else { a->err = value + 4; a->err_len = vlen; }
+        }
+#undef KEY_IS
+    }
+    return r.p == r.end;
+}
+
 static void write_all(int fd, const unsigned char *data, size_t n) {
     while (n > 0) {
         ssize_t done = write(fd, data, n);
@@ -300,11 +386,16 @@ static void write_all(int fd, const unsigned char *data, size_t n) {
 int main(int argc, char **argv) {
     buf_t in = {0}, req = {0}, ans = {0};
     char cwd[MAX_PATH_LEN], store[MAX_PATH_LEN];
-    const char *fault = getenv("GITGUARD_FAULT");
-    if ((fault && *fault) || !is_fast(argc, argv) || !getcwd(cwd, sizeof cwd)
-            || !find_store(cwd, store))
-        fallback(argc, argv, &in, 0);
-    int was_read = wants_stdin(argc, argv);
+    if (argc < 2) {
+        fputs("Error: gitguard's hook client needs the interpreter to fall back to\n"
+              "Hint: it is run by the hook commands gitguard writes: "
+              "nativeclient PYTHON ARGS...\n", stderr);
+        return 2;
+    }
+    const char *python = argv[1];
+    if (!getcwd(cwd, sizeof cwd) || !find_store(cwd, store))
+        fallback(python, argc, argv, &in, 0);
+    int was_read = fcntl(0, F_GETFD) != -1 && !isatty(0);
     if (was_read) {
         unsigned char chunk[65536];
         for (;;) {
@@ -315,35 +406,64 @@ int main(int argc, char **argv) {
         }
     }
     int sock = connect_daemon(store);
-    if (sock < 0) fallback(argc, argv, &in, was_read);
+    if (sock < 0) fallback(python, argc, argv, &in, was_read);
 
-    const char *op = !strcmp(argv[1], "call")
-                     ? (!strcmp(argv[2], "begin") ? "call.begin" : "call.end")
-                     : argv[1];     /* "hook", "resume", "explain" */
-    put(&req, MAGIC, 4);
-    put_field(&req, op, strlen(op));
-    put_field(&req, cwd, strlen(cwd));
-    put_u32(&req, (uint32_t)(argc - 1));
-    for (int i = 1; i < argc; i++) put_field(&req, argv[i], strlen(argv[i]));
+    /* {"op": "cli", "args": {"argv": [...], "cwd": ..., "env": {...}, "stdin": b"..."}} */
+    put(&req, MAGIC "\0\0\0\0", 8);     /* the length is filled in below */
+    put_head(&req, 'd', 2);
+    put_str(&req, "op");
+    put_str(&req, "cli");
+    put_str(&req, "args");
+    put_head(&req, 'd', 4);
+    put_str(&req, "argv");
+    put_head(&req, 'l', (uint32_t)(argc - 2));
+    for (int i = 2; i < argc; i++) put_str(&req, argv[i]);
+    put_str(&req, "cwd");
+    put_str(&req, cwd);
+    put_str(&req, "env");
     uint32_t envc = 0;
     for (char **e = environ; *e; e++) envc++;
-    put_u32(&req, envc);
-    for (char **e = environ; *e; e++) put_field(&req, *e, strlen(*e));
-    put_u32(&req, (uint32_t)was_read);
-    put_field(&req, in.data, in.len);
+    char **names = calloc((size_t)envc + 1, sizeof *names);
+    if (!names) die_oom();
+    uint32_t kept = 0;
+    size_t head = req.len;
+    put_head(&req, 'd', 0);     /* the count is filled in below */
+    for (char **e = environ; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq) continue;
+        size_t klen = (size_t)(eq - *e);
+        int seen = 0;       /* os.environ keeps the first of a repeated name */
+        for (uint32_t j = 0; j < kept && !seen; j++)
+            seen = !strncmp(names[j], *e, klen) && names[j][klen] == '=';
+        if (seen) continue;
+        names[kept++] = *e;
+        put_blob(&req, 's', *e, klen);
+        put_str(&req, eq + 1);
+    }
+    free(names);
+    unsigned char be[4] = {(unsigned char)(kept >> 24), (unsigned char)(kept >> 16),
+                           (unsigned char)(kept >> 8), (unsigned char)kept};
+    memcpy(req.data + head + 1, be, 4);
+    put_str(&req, "stdin");
+    put_blob(&req, 'b', in.data, in.len);
+    uint32_t body = (uint32_t)(req.len - 8);
+    unsigned char len_be[4] = {(unsigned char)(body >> 24), (unsigned char)(body >> 16),
+                               (unsigned char)(body >> 8), (unsigned char)body};
+    memcpy(req.data + 4, len_be, 4);
 
     for (size_t sent = 0; sent < req.len;) {
         ssize_t n = send(sock, req.data + sent, req.len - sent, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) { close(sock); fallback(argc, argv, &in, was_read); }
+        if (n < 0) { close(sock); fallback(python, argc, argv, &in, was_read); }
         sent += (size_t)n;
     }
     shutdown(sock, SHUT_WR);
-    /* As client.request: the daemon's worker writes TAKEN (a space) when it starts on the
-     * request. Nothing within GG_TAKE_S, or a close first: it has not run it and will not
-     * (it skips a request whose client has gone), so do the work in-process. */
-    struct timeval take = {GG_TAKE_S, 0};
-    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &take, sizeof take);
+    /* As client.request: the daemon's worker writes TAKEN when it starts on the request.
+     * Nothing within GG_TAKE_S, or a close first: it has not run it and will not (it skips
+     * a request whose client has gone), so do the work in-process. */
+    struct timeval take_wait = {GG_TAKE_S, 0};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &take_wait, sizeof take_wait);
+    int taken = 0;
     for (;;) {
         unsigned char chunk[65536];
         ssize_t n = recv(sock, chunk, sizeof chunk, 0);
@@ -353,9 +473,9 @@ int main(int argc, char **argv) {
             if (recv(sock, chunk, sizeof chunk, MSG_DONTWAIT) > 0)
                 broken("the daemon took the request just as this client gave up waiting");
         }
-        if (n <= 0) { close(sock); fallback(argc, argv, &in, was_read); }
-        size_t skip = chunk[0] == GG_TAKEN ? 1 : 0;
-        put(&ans, chunk + skip, (size_t)n - skip);
+        if (n <= 0) { close(sock); fallback(python, argc, argv, &in, was_read); }
+        taken = chunk[0] == GG_TAKEN;
+        put(&ans, chunk + taken, (size_t)n - (size_t)taken);
         break;
     }
     struct timeval long_wait = {300, 0};
@@ -373,22 +493,15 @@ int main(int argc, char **argv) {
         put(&ans, chunk, (size_t)n);
     }
     close(sock);
-    if (ans.len == 0) broken("the daemon closed the connection without an answer");
-    /* MAGIC, u8 fallback, i32 exit, u32 + stdout, u32 + stderr (or the reason) */
-    const unsigned char *p = ans.data, *end = ans.data + ans.len;
-    if (ans.len < 13 || memcmp(p, MAGIC, 4) != 0) broken("the daemon's answer is malformed");
-    int declined = p[4];
-    int32_t code = (int32_t)get_u32(p + 5);
-    p += 9;
-    uint32_t out_len = get_u32(p);
-    if ((size_t)(end - p - 4) < out_len) broken("the daemon's answer is malformed");
-    const unsigned char *out = p + 4;
-    p = out + out_len;
-    if (end - p < 4 || (size_t)(end - p - 4) < get_u32(p))
-        broken("the daemon's answer is malformed");
-    uint32_t err_len = get_u32(p);
-    if (declined) fallback(argc, argv, &in, was_read);
-    write_all(1, out, out_len);
-    write_all(2, p + 4, err_len);
-    return code;
+    answer_t answer;
+    if (!read_answer(ans.data, ans.len, &answer)) {
+        /* not run (a daemon of another gitguard version says so its own way) */
+        if (!taken) fallback(python, argc, argv, &in, was_read);
+        broken(ans.len == 0 ? "the daemon closed the connection without an answer"
+                            : "the daemon's answer is malformed");
+    }
+    if (answer.declined) fallback(python, argc, argv, &in, was_read);
+    write_all(1, answer.out, answer.out_len);
+    write_all(2, answer.err, answer.err_len);
+    return answer.code;
 }

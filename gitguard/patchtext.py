@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
+from gitguard.gitobjects import GITLINK, read_blob
 from gitguard.snapshot import Change
 
 _FLAGS = pygit2.enums.DiffOption.SHOW_BINARY
 _NULL_ID = "0" * 40
-_GITLINK = 0o160000
 _KIND = 0o170000
 _ESCAPES = {0x07: b"\\a", 0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0B: b"\\v",
             0x0C: b"\\f", 0x0D: b"\\r", 0x22: b'\\"', 0x5C: b"\\\\"}
@@ -104,13 +104,11 @@ def _content(repo: pygit2.Repository, side: tuple[int, str] | None,
     if side is None:
         return None
     mode, oid = side
-    if mode == _GITLINK:
+    if mode == GITLINK:
         return b"Subproject commit %s\n" % oid.encode()     # what git shows for a submodule
     if oid in known:
         return known[oid]
-    blob = repo[oid]
-    assert isinstance(blob, pygit2.Blob)
-    return bytes(blob.data)
+    return read_blob(repo, oid)
 
 
 def _quoted(name: bytes) -> bytes:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import subprocess
 
 # `Snapshotter._status("--untracked-files=normal")` through `gitcmd.run_git`, flag for flag
-# (tests/test_prescan.py compares the two outputs, and checks with GIT_TRACE that a CLI
+# (tests/snapshot/test_prescan.py compares the two outputs, and checks with GIT_TRACE that a CLI
 # resume runs this status once).
 _CONFIG = ("-c", "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
            "-c", "core.untrackedCache=true")
@@ -58,7 +58,7 @@ def _stat_of(path: str) -> tuple[int, int, int, int] | None:
 
 
 def git_dir_of(store: str) -> str:
-    """The git dir `workspace.discover` pairs with a store `client.find_store` found."""
+    """The git dir `workspace.discover` pairs with a store `store_discovery.find_store` found."""
     if os.path.basename(store) == "gitguard":      # <git dir>/gitguard
         return os.path.dirname(store)
     return os.path.join(store, "objects.git")       # .agent-runtime/objects.git

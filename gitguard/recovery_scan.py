@@ -17,6 +17,7 @@ import pygit2
 
 from gitguard import checkpoints, durable, sessions
 from gitguard.errors import CorruptRecord, GitguardError
+from gitguard.gitobjects import entry_id_at
 from gitguard.ledger import LedgerState
 from gitguard.models import (
     Checkpoint,
@@ -252,16 +253,6 @@ def _last_writes(entries: list[ToolLedgerEntry]
     return latest
 
 
-def _blob_at(repo: pygit2.Repository, tree: str, path: str) -> str | None:
-    root = repo.get(tree)
-    if not isinstance(root, pygit2.Tree):
-        return None
-    try:
-        return str(root[path].id)
-    except KeyError:
-        return None
-
-
 def check_workspace(snap: Snapshotter, state: LedgerState, index: checkpoints.Index,
                     session_id: str, checkpoint: Checkpoint | None, now_tree: str,
                     entries: list[ToolLedgerEntry] | None = None) -> WorkspaceCheck:
@@ -310,10 +301,10 @@ def check_workspace(snap: Snapshotter, state: LedgerState, index: checkpoints.In
     if suspect is None:
         for path, (entry, patch) in writes.items():
             later = position.get(entry.post_checkpoint_id or "", -1) > here
-            current = _blob_at(snap.repo, now_tree, path) if later else None
+            current = entry_id_at(snap.repo, now_tree, path) if later else None
             if later and path not in conflicts and current != patch.after_hash:
                 conflicts[path] = _conflict(entry, patch, current,
-                                            _blob_at(snap.repo, base, path),
+                                            entry_id_at(snap.repo, base, path),
                                             checkpoint.checkpoint_id)
     return WorkspaceCheck(checkpoint.head, head, checkpoint.branch, branch, tuple(changed),
                           tuple(conflicts[p] for p in sorted(conflicts)))

@@ -305,7 +305,7 @@ _TABLE: tuple[tuple[str, str, _Check | None], ...] = (
 )
 
 # The shortest text any built-in rule can match (`re`'s own minimum width of each pattern:
-# tests/test_redact.py checks this is not above any of them). A shorter text holds no
+# tests/storage/test_redact.py checks this is not above any of them). A shorter text holds no
 # secret the table finds, so it needs none of the 34 patterns compiled: compiling them
 # is ~50 M instructions, a twentieth of a fresh `call end` whose result is "ok".
 MIN_MATCH = 6

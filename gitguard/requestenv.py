@@ -74,17 +74,9 @@ def client_context(cwd: str, env: Mapping[str, str] | None, stdin: bytes
             _set_environb(saved[4])
 
 
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")     # os.fsencode, without the call
-
-
 def _snapshot() -> dict[bytes, bytes]:
-    """os.environ as its bytes mapping, copied in C: `dict(os.environ)` decodes every name
-    and value through Python-level methods (~0.1 ms per request at 36 variables)."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict):
-        return dict(data)
-    return {_encode(k): _encode(v) for k, v in os.environ.items()}
+    """os.environ as bytes: os.environb's values need no decoding."""
+    return dict(os.environb)
 
 
 def set_environ(env: Mapping[str, str]) -> None:

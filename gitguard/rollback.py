@@ -33,7 +33,8 @@ from gitguard import (
     treeedit,
 )
 from gitguard.errors import GitguardError, UnsafePath
-from gitguard.fileops import GITLINK, FileState, Observed
+from gitguard.fileops import FileState, Observed
+from gitguard.gitobjects import GITLINK, LINK, as_tree
 from gitguard.guarded import Applied, Step, apply, planned_targets, sweep_interrupted
 from gitguard.integrations import background, baselines
 from gitguard.models import (
@@ -321,7 +322,7 @@ def gather(g: Guard, target: Checkpoint, store_blobs: bool,
     def lookup(tree: str, path: str) -> FileState | None:
         if (tree, path) not in cache:
             if tree not in parsed:
-                parsed[tree] = treeedit.parse_tree(repo, tree)
+                parsed[tree] = as_tree(repo, tree)
             cache[tree, path] = treeedit.lookup(repo, parsed[tree], path)
         return cache[tree, path]
 
@@ -410,7 +411,7 @@ def _worktree_form(facts: Facts, step: Step) -> Step:
         return step
     expected = facts.on_disk.get(step.path, step.expected)
     data = step.data
-    if step.target is not None and step.target.mode != fileops.LINK and data is None:
+    if step.target is not None and step.target.mode != LINK and data is None:
         data = facts.conversion.smudge(step.path, step.target.oid)
         if str(pygit2.hash(data)) == step.target.oid:
             data = None      # the blob's own bytes: written from the object store as usual

@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from gitguard.errors import CorruptRecord, KeyProblem
+from gitguard.errors import CorruptRecord
+from gitguard.errors import KeyProblem as KeyProblem  # raised here; `sealing.KeyProblem` stays
 
 MAGIC = b"GGE\x01"
 KEY_ID_LEN = 8

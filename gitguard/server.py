@@ -11,14 +11,15 @@ slow reader does not take at once. No thread per connection: 1,000 idle connecti
 Bounded: a request must arrive whole within READ_TIMEOUT_S, an answer be taken within
 WRITE_TIMEOUT_S; at most MAX_WAITING connections may be sending (the oldest is dropped
 for a new one), holding at most MAX_BUFFERED bytes together; a request is at most
-MAX_REQUEST bytes (else the client does the work itself) and nests at most
-jsontext.MAX_DEPTH + a few levels. Anything malformed, too big or too deep gets an
-answer saying so. Every event is handled under a catch-all that drops that one
+MAX_REQUEST bytes (else the client does the work itself: known from its length prefix,
+before it is read) and nests at most jsontext.MAX_DEPTH + a few levels. Anything
+malformed, too big or too deep gets an answer saying so. Requests and answers are in
+gitguard.wire's framing. Every event is handled under a catch-all that drops that one
 connection; should the loop itself die anyway, `on_death` stops the daemon, which then
 exits and releases its pid file and lock, so the next hook starts a fresh one instead of
 talking to a deaf one.
 
-Taken: the worker writes TAKEN (one space: JSON's leading whitespace) before it runs a
+Taken: the worker writes TAKEN (one space, before the answer's framing) before it runs a
 request. A client that sees nothing for a few seconds gives up and does the work itself
 (client.request); the worker skips a request whose client has gone, so no request runs
 twice.
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import queue
@@ -41,8 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitguard import error_boundary, jsontext
-from gitguard.client import SOCKET_NAME, TAKEN, out_bytes
+from gitguard import error_boundary, jsontext, wire
+from gitguard.client import SOCKET_NAME, TAKEN
 from gitguard.engine import Item, Job
 from gitguard.errors import GitguardError
 
@@ -53,8 +53,6 @@ READ_TIMEOUT_S = 10.0   # a client sends its request whole right after connectin
 WRITE_TIMEOUT_S = 60.0  # ... and reads its answer as it comes
 MAX_WAITING = 512       # connections still sending; the oldest is dropped beyond this
 MAX_BUFFERED = 256 * 1024 * 1024    # all their bytes together (512 x 64 MiB would be 32 GiB)
-MAGIC = b"GGB1"         # the native client's framing; a JSON request starts with "{"
-_U32 = struct.Struct(">I")
 # accept(2) errors that pass: out of descriptors or memory, or a client already gone
 _SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM,
                        errno.ECONNABORTED, errno.EINTR, errno.EPROTO, errno.EPERM))
@@ -63,13 +61,15 @@ _SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM,
 class _Conn:
     """One client connection, owned by the I/O thread except while the worker runs it."""
 
-    __slots__ = ("sock", "deadline", "data", "out")
+    __slots__ = ("sock", "deadline", "data", "out", "declined", "left")
 
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
         self.deadline = deadline
         self.data = bytearray()
         self.out = memoryview(b"")
+        self.declined = ""      # why its request is read to the end and thrown away
+        self.left = 0           # ... and how many of its bytes are still to come
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -240,44 +240,58 @@ class SocketServer:
         except OSError:
             self._drop(sel, conn)
             return
-        if chunk:
-            conn.data += chunk
-            self._buffered += len(chunk)
-            if len(conn.data) > MAX_REQUEST or self._buffered > MAX_BUFFERED:
-                # the client does the work itself; the daemon's memory stays bounded
-                self._reply(sel, conn, {"fallback": True, "reason": "the request is too "
-                                        "large for the daemon now"}, False)
+        if not chunk:   # the client sent all, or less than its length prefix said
+            if conn.declined:
+                self._reply(sel, conn, {"fallback": True, "reason": conn.declined})
+            else:
+                self._complete(sel, conn)
             return
-        del self._reading[conn]
-        sel.unregister(conn.sock)
-        self._complete(sel, conn)
+        if conn.declined:
+            conn.left -= len(chunk)
+            if conn.left <= 0:
+                self._reply(sel, conn, {"fallback": True, "reason": conn.declined})
+            return
+        conn.data += chunk
+        self._buffered += len(chunk)
+        try:
+            length = wire.body_length(conn.data)
+        except ValueError:
+            self._reply(sel, conn, _bad_request("it is not in gitguard's framing"))
+            return
+        if (length is not None and length > MAX_REQUEST) or self._buffered > MAX_BUFFERED:
+            # The client does the work itself; the daemon's memory stays bounded. The rest
+            # is read and dropped before the answer: closing on unread bytes resets the
+            # connection, and the client would never read why.
+            conn.left = wire.HEADER + length - len(conn.data) if length is not None else 1
+            self._forget_data(conn)
+            conn.declined = "the request is too large for the daemon now"
+        elif length is not None and len(conn.data) >= wire.HEADER + length:
+            self._complete(sel, conn)
 
     def _complete(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
         """A whole request: queue it for the worker, or answer at once why not."""
+        del self._reading[conn]
+        sel.unregister(conn.sock)
         data = bytes(conn.data)
         self._forget_data(conn)
-        binary = data.startswith(MAGIC)
-        request, why = (decode_binary(data), "it is malformed") if binary else \
-            _json_request(data)
+        request, why = _request(data)
         if request is None:
-            self._reply(sel, conn, _bad_request(why), binary)
+            self._reply(sel, conn, _bad_request(why))
             return
         with self._lock:
             refused = self._stopping.is_set()
             if not refused:
                 self._pending += 1      # busy() until its answer is sent
         if refused:
-            self._reply(sel, conn, {"fallback": True, "reason": "the daemon is stopping"},
-                        binary)
+            self._reply(sel, conn, {"fallback": True, "reason": "the daemon is stopping"})
             return
-        self.sink.put(Job(lambda: self._run(conn, request, binary)))
+        self.sink.put(Job(lambda: self._run(conn, request)))
 
     def _forget_data(self, conn: _Conn) -> None:
         self._buffered -= len(conn.data)
         conn.data = bytearray()
 
-    def _reply(self, sel: selectors.BaseSelector, conn: _Conn, answer: dict[str, Any],
-               binary: bool) -> None:
+    def _reply(self, sel: selectors.BaseSelector, conn: _Conn, answer: dict[str, Any]) -> None:
         """Answer from the I/O thread (nothing was taken: no TAKEN first)."""
         self._forget_data(conn)
         self._reading.pop(conn, None)
@@ -285,7 +299,7 @@ class SocketServer:
             sel.unregister(conn.sock)
         with self._lock:
             self._pending += 1
-        self._write_later(sel, conn, _encode(answer, binary))
+        self._write_later(sel, conn, wire.encode(answer))
 
     def _take_outbox(self, sel: selectors.BaseSelector) -> None:
         while True:
@@ -343,7 +357,7 @@ class SocketServer:
         conn.close()
 
     # --- the worker ---------------------------------------------------------------------
-    def _run(self, conn: _Conn, request: dict[str, Any], binary: bool) -> None:
+    def _run(self, conn: _Conn, request: dict[str, Any]) -> None:
         """On the worker: say it is taken, answer, send what the socket takes at once and
         leave the rest to the I/O thread (the worker never waits on a reader)."""
         handed = False
@@ -354,7 +368,7 @@ class SocketServer:
                 self.log.info("a client gave up before its %s request ran",
                               request.get("op"))
                 return
-            data = self._answer_bytes(request, binary)
+            data = self._answer_bytes(request)
             try:
                 sent = conn.sock.send(data)
             except (BlockingIOError, InterruptedError):
@@ -374,13 +388,13 @@ class SocketServer:
                 with self._lock:
                     self._pending -= 1
 
-    def _answer_bytes(self, request: dict[str, Any], binary: bool) -> bytes:
+    def _answer_bytes(self, request: dict[str, Any]) -> bytes:
         try:
-            return _encode(self.handler(request), binary)
+            return wire.encode(self.handler(request))
         except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
             if not isinstance(exc, GitguardError):
                 self.log.exception("request failed")
-            return _encode(error_boundary.to_wire(exc, self.store_dir), binary)
+            return wire.encode(error_boundary.to_wire(exc, self.store_dir))
 
 
 def _bad_request(why: str) -> dict[str, Any]:
@@ -389,82 +403,14 @@ def _bad_request(why: str) -> dict[str, Any]:
         "gitguard's clients send well-formed requests; another program wrote to daemon.sock"))
 
 
-def _encode(answer: dict[str, Any], binary: bool) -> bytes:
-    return encode_binary(answer) if binary else json.dumps(answer, ensure_ascii=True).encode()
-
-
-def _json_request(data: bytes) -> tuple[dict[str, Any] | None, str]:
-    """(the request, "") or (None, why not): never an exception, whatever the bytes (a
-    deep nesting raised RecursionError on the accept thread and killed it)."""
+def _request(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(the request, "") or (None, why not): never an exception, whatever the bytes."""
     try:
-        value = json.loads(data)
-    except RecursionError:
-        return None, "it nests too deeply"
+        value = wire.decode(data, MAX_REQUEST_DEPTH)
     except MemoryError:
         return None, "it is too large"
-    except ValueError:      # UnicodeDecodeError too
-        return None, "it is not JSON"
-    if not isinstance(value, dict):
-        return None, "it is not a JSON object"
-    if jsontext.too_deep(value, MAX_REQUEST_DEPTH):
-        return None, f"it nests deeper than {MAX_REQUEST_DEPTH} levels"
+    except ValueError as exc:
+        return None, f"it is malformed ({exc})"
+    if not isinstance(value, dict) or not isinstance(value.get("op"), str):
+        return None, "it is not a dict with an op"
     return value, ""
-
-
-def decode_binary(data: bytes | None) -> dict[str, Any] | None:
-    """The native client's request (gitguard/nativeclient.c), as the JSON one reads:
-    MAGIC, then big-endian u32-prefixed fields: op, cwd, argc + args, envc + "K=V"
-    entries, a stdin flag and stdin's bytes. Bytes become str as Python's own argv
-    and environ do (file system encoding, surrogate escapes). None when malformed."""
-    if data is None:
-        return None
-    fields = _Fields(data, len(MAGIC))
-    try:
-        op, cwd = fields.text(), fields.text()
-        argv = [fields.text() for _ in range(fields.count())]
-        env: dict[str, str] = {}
-        for _ in range(fields.count()):
-            key, sep, value = fields.text().partition("=")
-            if sep and key not in env:
-                env[key] = value
-        has_stdin = fields.count()
-        stdin = fields.raw()
-        if fields.at != len(data):
-            return None
-    except ValueError:
-        return None
-    return {"op": op, "args": {"argv": argv, "cwd": cwd, "env": env,
-                               "stdin": stdin if has_stdin else None}}
-
-
-class _Fields:
-    def __init__(self, data: bytes, at: int) -> None:
-        self.data, self.at = data, at
-
-    def count(self) -> int:
-        if self.at + 4 > len(self.data):
-            raise ValueError("truncated")
-        value: int = _U32.unpack_from(self.data, self.at)[0]
-        self.at += 4
-        return value
-
-    def raw(self) -> bytes:
-        size = self.count()
-        if self.at + size > len(self.data):
-            raise ValueError("truncated")
-        self.at += size
-        return self.data[self.at - size:self.at]
-
-    def text(self) -> str:
-        return os.fsdecode(self.raw())
-
-
-def encode_binary(answer: dict[str, Any]) -> bytes:
-    """MAGIC, u8 "declined" (the client does the work itself), i32 exit code, then
-    u32-prefixed stdout and stderr bytes (the reason, when declined)."""
-    declined = bool(answer.get("fallback"))
-    code = answer.get("exit", 3)
-    out = b"" if declined else out_bytes(answer.get("stdout"))
-    err = out_bytes(answer.get("reason") if declined else answer.get("stderr"))
-    return b"".join((MAGIC, struct.pack(">Bi", declined, code if isinstance(code, int) else 3),
-                     _U32.pack(len(out)), out, _U32.pack(len(err)), err))

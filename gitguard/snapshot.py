@@ -28,11 +28,11 @@ import pygit2
 
 from gitguard import clock, faults, statlag
 from gitguard.gitcmd import run_git
+from gitguard.gitobjects import EMPTY_TREE
 from gitguard.settings import Settings
 from gitguard.statscan import StatScan, gone_path
 from gitguard.store import Store
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SESSION_REF = "refs/gitguard/sessions/"
 AUTHOR = ("gitguard", "gitguard@localhost")
 
@@ -286,7 +286,7 @@ class Snapshotter(StatScan):
             return None, None
         # HEAD read once and its branch once: head_is_unborn, head_is_detached and
         # repo.head each read and resolve them again (7 file reads; 2 checkpoints a call).
-        # tests/test_head_info.py compares this with those calls.
+        # tests/snapshot/test_head_info.py compares this with those calls.
         head = self.repo.references.get("HEAD")
         if head is None:
             return None, None
@@ -330,12 +330,6 @@ class Snapshotter(StatScan):
 
     def store_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
-
-    def read_blob(self, oid: str) -> bytes:
-        obj = self.repo.get(oid)
-        if not isinstance(obj, pygit2.Blob):
-            raise KeyError(oid)
-        return bytes(obj.data)
 
 
 def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:

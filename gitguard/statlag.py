@@ -42,6 +42,7 @@ import pygit2
 
 from gitguard import durable, faults
 from gitguard.errors import GitguardError
+from gitguard.gitobjects import GITLINK
 
 if TYPE_CHECKING:
     from gitguard.snapshot import Snapshotter, TreeResult
@@ -225,7 +226,7 @@ def settle(snap: Snapshotter, before: LagState, dirs: Iterable[bytes]) -> int:
             entry = file_at(tree, os.fsdecode(path))
         except UnicodeEncodeError:
             continue
-        if entry is None or entry[0] == pygit2.GIT_FILEMODE_COMMIT:
+        if entry is None or entry[0] == GITLINK:
             continue
         lines.append(b"%o %s\t%s\0" % (entry[0], entry[1].encode(), path))
         settled.add(path)

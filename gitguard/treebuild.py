@@ -14,7 +14,7 @@ against gitguard's stat index), so both give the same tree:
 
 Trees are read as raw bytes from the repository (its packs, its cache), kept parsed
 between advances, and the new ones are written here in git's format, their ids
-computed with hashlib (`objects`): libgit2 TreeBuilders through an in-memory ODB
+computed with hashlib (`gitobjects.object_id`): libgit2 TreeBuilders through an in-memory ODB
 re-read every tree through Python callbacks, ~40% of a 100-file snapshot at 100k.
 The new objects then go to the repository loose when few, else as one pack
 (`packwrite.write_objects`). Entries never touched keep their bytes (mode, name).
@@ -27,9 +27,7 @@ git converts on the way in (text/eol/filter attributes, core.autocrlf; see
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,31 +38,33 @@ from gitguard import packwrite, statscan
 from gitguard.gitfilters import converting_attributes as converting_attributes
 from gitguard.gitfilters import converts_content as converts_content
 from gitguard.gitfilters import needs_git_filters as needs_git_filters
+from gitguard.gitobjects import BLOB_TYPE as _BLOB_T
+from gitguard.gitobjects import (
+    EXECUTABLE,
+    GITLINK,
+    GITLINK_MODE,
+    LINK,
+    REGULAR,
+    TREE_MODES,
+    Entries,
+    Entry,
+    entry_of,
+    is_tree,
+    object_id,
+    parse_tree,
+    tree_bytes,
+    tree_order,
+)
+from gitguard.gitobjects import TREE_TYPE as _TREE_T
 from gitguard.snapshot import TreeResult
 from gitguard.store import Store
-
-BLOB = 0o100644
-EXEC = 0o100755
-LINK = 0o120000
-TREE = 0o040000
-GITLINK = 0o160000
 
 
 class NeedsFullScan(Exception):
     """This change cannot be applied incrementally; a full scan must build the tree."""
 
 
-TREE_MODES = (b"40000", b"040000")      # as git writes it; the other as some tools did
 CACHED_TREES = 4_000    # parsed trees kept between advances: ~5 KiB each at 100k files
-_BLOB_T, _TREE_T = int(pygit2.enums.ObjectType.BLOB), int(pygit2.enums.ObjectType.TREE)
-
-# One entry exactly as the tree holds it: b"<mode> <name>\0<raw 20-byte id>". Kept as
-# one bytes object (not a (mode, id) tuple): parsing is one C-level dict() of a regex's
-# matches, a tree is written back by joining them, and dicts of bytes are not tracked
-# by the cyclic GC. At 100k files, with ~180 trees parsed and ~300 written per
-# 100-file snapshot, the tuples cost ~3x the parse and GC passes over a large heap.
-Entry = bytes
-Entries = dict[bytes, Entry]            # name -> entry, in the tree's order
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ class IncrementalTree:
             if info.st_size > self.size_cap:
                 self.skipped.add(os.fsdecode(path))
                 return None
-        mode = EXEC if info.st_mode & stat.S_IXUSR else BLOB
+        mode = EXECUTABLE if info.st_mode & stat.S_IXUSR else REGULAR
         if info.st_size > packwrite.BIG_BLOB:
             return Leaf(self.repo.create_blob_fromdisk(os.fsdecode(full)).raw, mode)
         # The bytes on disk (git would convert nothing here: see needs_git_filters);
@@ -330,55 +330,13 @@ class IncrementalTree:
         if not new:
             return None
         if resort:
-            new = dict(sorted(new.items(), key=_order))
+            new = dict(sorted(new.items(), key=tree_order))
         data = tree_bytes(new)
         oid = object_id(_TREE_T, data)
         if oid != old:
             self._new[oid] = (_TREE_T, data)
         self._parsed[oid] = new
         return oid
-
-
-def object_id(kind: int, data: bytes) -> bytes:
-    """The raw id git gives an object of this kind and content."""
-    digest = hashlib.sha1(b"%s %d\0" % (_KIND_NAMES[kind], len(data)))
-    digest.update(data)
-    return digest.digest()
-
-
-_KIND_NAMES = {_BLOB_T: b"blob", _TREE_T: b"tree",
-               int(pygit2.enums.ObjectType.COMMIT): b"commit"}
-
-
-# (name, whole entry) for each entry: the lookahead captures the name first, so that
-# dict() takes the pairs as they come.
-_ENTRY = re.compile(rb"(?=[0-7]+ ([^\0]+)\0)([0-7]+ [^\0]+\0.{20})", re.DOTALL)
-_TREE_PREFIXES = tuple(mode + b" " for mode in TREE_MODES)
-GITLINK_MODE = b"160000 "
-
-
-def parse_tree(data: bytes) -> Entries:
-    """A raw tree object's entries: name -> the entry's bytes, in the tree's order."""
-    return dict(_ENTRY.findall(data))
-
-
-def tree_bytes(entries: Entries) -> bytes:
-    """A raw tree object of `entries`, which must already be in git's order (`_order`)."""
-    return b"".join(entries.values())
-
-
-def entry_of(mode: bytes, name: bytes, oid: bytes) -> Entry:
-    return b"%s %s\0%s" % (mode, name, oid)
-
-
-def is_tree(entry: Entry) -> bool:
-    return entry.startswith(_TREE_PREFIXES)
-
-
-def _order(item: tuple[bytes, Entry]) -> bytes:
-    """git's tree order: by name bytes, a directory compared as if it ended in "/"."""
-    name, entry = item
-    return name + b"/" if is_tree(entry) else name
 
 
 def _lstat_dir(full: bytes) -> bool:
@@ -402,13 +360,6 @@ def _read(full: bytes, size: int) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
-
-
-def tree_of(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
-    obj = repo[oid]
-    if not isinstance(obj, pygit2.Tree):
-        raise KeyError(f"{oid} is not a tree")
-    return obj
 
 
 def _place(top: _Node, parts: list[bytes]) -> _Node | None:

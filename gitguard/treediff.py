@@ -21,9 +21,10 @@ from collections.abc import Iterator
 
 import pygit2
 
+from gitguard.gitobjects import TREE as _TREE
+from gitguard.gitobjects import as_tree as _tree
 from gitguard.snapshot import Change
 
-_TREE = 0o040000
 _KIND_MASK = 0o170000           # regular file, symlink and gitlink differ here
 
 Entry = tuple[int, pygit2.Oid, pygit2.Object]
@@ -57,13 +58,6 @@ def diff_trees(repo: pygit2.Repository, old: str, new: str) -> list[Change]:
 _RECENT, _RECENT_MAX_CHANGES = 8, 10_000
 _recent: dict[tuple[str, str, str], tuple[Change, ...]] = {}
 _lock = threading.Lock()
-
-
-def _tree(repo: pygit2.Repository, oid: str) -> pygit2.Tree:
-    obj = repo[oid]
-    if not isinstance(obj, pygit2.Tree):
-        raise KeyError(f"{oid} is not a tree")
-    return obj
 
 
 def _entries(tree: pygit2.Tree) -> dict[bytes, Entry]:

@@ -3,6 +3,11 @@
 Used where gitguard builds a tree from another plus a few changed paths without a
 working tree or an index: the safety and post trees of a rollback, conflict
 resolutions (fileops reads and writes the files; this module only builds trees).
+
+The trees come from libgit2's TreeBuilder: a rollback edits a few paths once, where
+the daemon's hand-written trees (`treebuild`) pay off only at every snapshot's hundreds
+of trees (see its docstring). Only a level whose changed names are not UTF-8 (which
+TreeBuilder cannot take) is written in git's raw format (`gitobjects.tree_bytes`).
 """
 
 from __future__ import annotations
@@ -12,26 +17,25 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
-from gitguard.fileops import EXECUTABLE, GITLINK, LINK, REGULAR, TREE, FileState
-
-
-def _sort_key(item: tuple[bytes, tuple[int, pygit2.Oid]]) -> bytes:
-    name, (mode, _) = item
-    return name + b"/" if mode == TREE else name
+from gitguard.fileops import FileState
+from gitguard.gitobjects import (
+    EXECUTABLE,
+    GITLINK,
+    LINK,
+    REGULAR,
+    TREE,
+    TREE_TYPE,
+    as_tree,
+    entry_of,
+    tree_bytes,
+    tree_order,
+)
 
 
 def _write_tree(repo: pygit2.Repository, entries: dict[bytes, tuple[int, pygit2.Oid]]
                 ) -> pygit2.Oid:
-    body = b"".join(b"%o %s\0%s" % (mode, name, oid.raw)
-                    for name, (mode, oid) in sorted(entries.items(), key=_sort_key))
-    return repo.odb.write(pygit2.enums.ObjectType.TREE, body)
-
-
-def parse_tree(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
-    obj = repo.get(oid)
-    if not isinstance(obj, pygit2.Tree):
-        raise KeyError(f"{oid} is not a tree")
-    return obj
+    raw = {name: entry_of(b"%o" % mode, name, oid.raw) for name, (mode, oid) in entries.items()}
+    return repo.odb.write(TREE_TYPE, tree_bytes(dict(sorted(raw.items(), key=tree_order))))
 
 
 def _entries(tree: pygit2.Tree | None) -> dict[bytes, tuple[int, pygit2.Oid]]:
@@ -48,7 +52,7 @@ def tree_with(repo: pygit2.Repository, base: str,
     path costs a tree write per level, and a rollback's safety tree usually equals the latest
     snapshot's (the agent's post checkpoint), so then nothing is written at all.
     """
-    tree = parse_tree(repo, base)
+    tree = as_tree(repo, base)
     # A change above or below another one is kept: together they act differently (a file
     # set at a directory's name wins over changes below it).
     above = {q for p in changes for q in _parents(p)}
@@ -159,7 +163,7 @@ def _apply(repo: pygit2.Repository, tree: pygit2.Tree | None,
         if changes.get((name,)) is not None:
             continue   # a file took the directory's place: it is set below
         current = level.original(name)
-        subtree = parse_tree(repo, current[1]) if current and current[0] == TREE else None
+        subtree = as_tree(repo, current[1]) if current and current[0] == TREE else None
         oid = _apply(repo, subtree, sub)
         if oid is None:
             level.drop(name)
@@ -183,7 +187,7 @@ def lookup(repo: pygit2.Repository, tree: str | pygit2.Tree, rel: str) -> FileSt
     Pass a parsed Tree when looking up many paths: a large root tree is not in libgit2's
     object cache and would be parsed again for every path.
     """
-    obj = tree if isinstance(tree, pygit2.Tree) else parse_tree(repo, tree)
+    obj = tree if isinstance(tree, pygit2.Tree) else as_tree(repo, tree)
     try:
         entry = obj[rel]
     except (KeyError, ValueError):

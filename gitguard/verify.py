@@ -49,7 +49,10 @@ REF_HINT = ("a refs/gitguard/ ref was moved or deleted outside gitguard; until i
             "its session's newest snapshot again, `git gc --prune` may delete checkpoints: "
             "see `git for-each-ref refs/gitguard/`")
 MODE_HINT = ("run the chmod shown: the store holds the agent's inputs and outputs, so its "
-             "files are 0600, its directories and the hook client 0700")
+             "files are 0600 and its directories 0700")
+OLD_CLIENT_HINT = ("an older gitguard built its hook client into the store; `gitguard hooks "
+                   "install` and `gitguard integrate ...` point the hooks at the installed "
+                   "package's client and remove it (`gitguard daemon start` removes it too)")
 OWNER_HINT = ("run gitguard as the user who owns the repository, or give the store back to "
               "that user (chown -R)")
 
@@ -316,8 +319,8 @@ def held_blobs(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
 
 
 def permission_problems(store: Store) -> list[Problem]:
-    """Store files must be 0600, directories and the native hook client 0700 (it is run
-    by the hooks: executable, by its owner only), all owned by the user running gitguard.
+    """Store files must be 0600 and directories 0700, all owned by the user running
+    gitguard; nothing in the store is a program (an older gitguard built one there).
 
     A private object store (outside git) is checked at its top directory: git decides
     the modes inside it, and a 0700 directory already keeps everyone else out.
@@ -326,14 +329,16 @@ def permission_problems(store: Store) -> list[Problem]:
         return []
     found = []
     uid = os.getuid()
-    client = nativeclient.path(store.root)
+    old = nativeclient.old_program(store.root)
+    if old.is_file():
+        found.append(Problem(f"{old} is a program older gitguards built, no longer run",
+                             OLD_CLIENT_HINT))
     for directory, dirs, files in os.walk(store.root):
         here = Path(directory)
         if here == store.ws.git_dir and not store.ws.is_git:
             dirs[:], files = [], []
-        for path, expected in [(here, durable.DIR_MODE), *(
-                (here / f, durable.EXEC_MODE if here / f == client else durable.FILE_MODE)
-                for f in files)]:
+        for path, expected in [(here, durable.DIR_MODE),
+                               *((here / f, durable.FILE_MODE) for f in files if here / f != old)]:
             try:
                 info = os.lstat(path)
             except FileNotFoundError:

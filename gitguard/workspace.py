@@ -114,7 +114,7 @@ def safe_relpath(ws: Workspace, path: str | os.PathLike[str], links: bool = True
     what is there itself, and a link an agent made must not refuse the whole rollback).
 
     On strings, not Path objects: every `call begin` runs it for each declared path, and
-    the pathlib version cost ~0.2 ms a path (tests/test_workspace_relpath.py compares the
+    the pathlib version cost ~0.2 ms a path (tests/test_safe_relpath.py compares the
     two over odd paths and symlinks)."""
     raw = os.fspath(path)
     if not raw:

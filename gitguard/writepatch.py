@@ -13,20 +13,12 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitguard import dirty_delta, fileops, patchtext, treediff
-from gitguard.fileops import GITLINK
+from gitguard.gitobjects import GITLINK, read_blob
 from gitguard.snapshot import Change
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
     from gitguard.guarded import Step
-
-
-def blob(repo: pygit2.Repository, oid: str) -> bytes:
-    """`snap.read_blob` without making an object of it: the odb's type and bytes."""
-    kind, data = repo.odb.read(oid)
-    if kind != pygit2.enums.ObjectType.BLOB:
-        raise KeyError(oid)
-    return bytes(data)
 
 
 def known_contents(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
@@ -61,7 +53,7 @@ def missing(repo: pygit2.Repository, diff: Iterable[Change], known: Mapping[str,
     wanted = {oid for c in diff for mode, oid in ((c.old_mode, c.old_oid),
                                                      (c.new_mode, c.new_oid))
               if oid is not None and mode != GITLINK and oid not in known}
-    return {oid: blob(repo, oid) for oid in wanted}
+    return {oid: read_blob(repo, oid) for oid in wanted}
 
 
 def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Sequence[Step],
@@ -77,7 +69,7 @@ def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Se
     steps: at 100 files the patch is ~10 ms of CPU that would compete with the checkpoint
     for the GIL before the first write; it is rendered while the writes run instead."""
     repo = pygit2.Repository(str(g.ws.git_dir))
-    content = {s.path: s.data if s.data is not None else blob(repo, s.target.oid)
+    content = {s.path: s.data if s.data is not None else read_blob(repo, s.target.oid)
                for s in steps if s.target is not None}
     known = known_contents(steps, seen, content)
     if diff is not None and steps:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from gitstate import GitState, capture  # noqa: E402
+from tests.helpers.commands import git
+from tests.helpers.gitstate import GitState, capture
 
 PINNED_ENV = {
     "GIT_AUTHOR_NAME": "Test User",
@@ -38,9 +34,9 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory,
     # No test gets a watcher daemon by accident (`gitguard init` starts one otherwise);
     # daemon tests start theirs explicitly and stop it in a fixture.
     monkeypatch.setenv("GITGUARD_NO_DAEMON", "1")
-    # No native hook client either (a compile per repository): tests/test_nativeclient.py
-    # builds it where it is what is tested.
-    monkeypatch.setenv("GITGUARD_CC", "")
+    # Hook commands start Python unless the run asks for the package's native client
+    # (`GITGUARD_NATIVE=1 make test`); tests/ipc/test_native_client.py tests it either way.
+    monkeypatch.setenv("GITGUARD_NATIVE", os.environ.get("GITGUARD_NATIVE", "0"))
     for key in ("GITGUARD_SESSION", "GITGUARD_FAULT", "GITGUARD_NOW", "GIT_DIR", "GIT_INDEX_FILE",
                 "GIT_WORK_TREE"):
         monkeypatch.delenv(key, raising=False)
@@ -49,11 +45,6 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", os.pathsep.join(
         str(Path(p).resolve()) for p in {tempfile.gettempdir(), "/dev/shm"}))
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tauto = 0\n")
-
-
-def git(repo: Path, *args: str, input: bytes | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True)
-    return proc.stdout.decode(errors="surrogateescape")
 
 
 @pytest.fixture
@@ -81,18 +72,3 @@ def repo(tmp_path: Path) -> Path:
 def state_of(repo: Path) -> Iterator[GitState]:
     """The user's git state before the test; the test compares against it."""
     yield capture(repo)
-
-
-def gg(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None,
-       input: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real gitguard CLI in a subprocess."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    proc = subprocess.run([sys.executable, "-m", "gitguard", *args], cwd=cwd,
-                          capture_output=True, text=True, env=full_env,
-                          input=None if input is None else input.decode())
-    if check and proc.returncode != 0:
-        raise AssertionError(f"gitguard {' '.join(args)} exited {proc.returncode}:\n"
-                             f"{proc.stdout}\n{proc.stderr}")
-    return proc

@@ -46,37 +46,18 @@ def settings_path(ws: Workspace) -> Path:
     return ws.root / ".claude" / "settings.local.json"
 
 
-# Where the agent's hook process finds the project, as the agent documents it: Claude Code
-# sets CLAUDE_PROJECT_DIR for every hook; Codex runs hooks in the session's directory and
-# its docs find the project with git.
-CLAUDE_PROJECT = '"$CLAUDE_PROJECT_DIR"'
-CODEX_PROJECT = '"$(git rev-parse --show-toplevel 2>/dev/null)"'
-
-
-def command(python: str | None = None, native: Path | None = None,
-            project: str = CLAUDE_PROJECT) -> str:
-    """The hook command: the store's native client when it is there (no interpreter start
+def command(python: str | None = None, native: Path | None = None) -> str:
+    """The hook command: the package's native client when it has one (no interpreter start
     while the daemon answers; it runs Python itself otherwise), else the interpreter.
 
-    `native` is the client's path relative to the project (the store inside it) or an
-    absolute one (a worktree's store): either way the command tests it at each run, so a
-    moved repository, a store never built, or a machine with no C compiler run the same
-    Python entry. Both branches contain MARKER."""
-    fallback = f"{shlex.quote(python or sys.executable)} -m {MARKER}"
+    The command tests the client at each run, so a reinstall without a C compiler runs
+    the same Python entry. Both branches contain MARKER."""
+    python = python or sys.executable
+    fallback = f"{shlex.quote(python)} -m {MARKER}"
     if native is None:
         return fallback
-    where = (shlex.quote(str(native)) if native.is_absolute()
-             else f"{project}/{shlex.quote(native.as_posix())}")
-    return f'c={where}; if [ -x "$c" ]; then exec "$c" hook claude-code; fi; exec {fallback}'
-
-
-def native_path(ws: Workspace) -> Path:
-    """The native client's path as the hook command names it (see `command`)."""
-    client = nativeclient.path(ws.store_dir)
-    try:
-        return client.relative_to(ws.root)
-    except ValueError:
-        return client
+    return (f"c={shlex.quote(str(native))}; if [ -x \"$c\" ]; then exec \"$c\" "
+            f"{shlex.quote(python)} hook claude-code; fi; exec {fallback}")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -150,17 +131,17 @@ def _with_ours(data: dict[str, Any], cmd: str,
 
 
 def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None,
-              path: Path | None = None, events: dict[str, str | None] | None = None,
-              project: str = CLAUDE_PROJECT) -> Result:
+              path: Path | None = None, events: dict[str, str | None] | None = None
+              ) -> Result:
     """Merge gitguard's entries into `path` (Claude Code's settings unless told otherwise;
     Codex reads the same `hooks` shape from `.codex/hooks.json`)."""
     path = path or settings_path(ws)
     before = _load(path)
     after = _without_ours(copy.deepcopy(before))
     if not remove:
-        if ws.store_dir.is_dir():     # the fast path where a compiler is: the command
-            nativeclient.build(ws.store_dir, python)     # works without it all the same
-        after = _with_ours(after, command(python, native_path(ws), project), events)
+        after = _with_ours(after, command(python, nativeclient.program()), events)
+    # Older commands named a client built into the store: gone, they start Python.
+    nativeclient.remove_old(ws.store_dir)
     if after == before:
         return Result(path, changed=False, removed=remove, events=_names(events))
     if remove and not after:

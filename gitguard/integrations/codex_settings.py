@@ -7,8 +7,6 @@ stays, a second run changes nothing, `--remove` takes out exactly gitguard's ent
 Codex matchers are regular expressions; a group with no matcher matches every tool.
 Codex before 0.124 runs hooks only with `[features] codex_hooks = true` in its config,
 and every Codex runs a project's hooks only once the user has trusted them (`/hooks`).
-The command finds the project with git, as Codex's docs do: Codex runs hooks in the
-session's directory and sets no project variable.
 """
 
 from __future__ import annotations
@@ -37,4 +35,4 @@ def hooks_path(ws: Workspace) -> Path:
 
 def integrate(ws: Workspace, *, remove: bool = False, python: str | None = None) -> Result:
     return claude_settings.integrate(ws, remove=remove, python=python, path=hooks_path(ws),
-                                     events=EVENTS, project=claude_settings.CODEX_PROJECT)
+                                     events=EVENTS)

@@ -1,6 +1,6 @@
 """The git hooks' logic: record the user's baseline moves and commits, guard pushes.
 
-The shims in `gitguard/hookshims/` call `gitguard hook git NAME ARGS...`, which calls
+The shims (one source, `hooks/shim.sh`) call `gitguard hook git NAME ARGS...`, which calls
 `handle()` in-process; the daemon calls the same function to answer hooks fast.
 
 * post-checkout, post-merge, post-rewrite: a `GitMove` (old and new HEAD, the paths the
@@ -25,11 +25,11 @@ import pygit2
 
 from gitguard import attribution, checkpoints, clock, ledger, trace
 from gitguard.gitcmd import run_git
+from gitguard.gitobjects import EMPTY_TREE
 from gitguard.integrations import baselines
 from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.integrations.pushcheck import check_push
 from gitguard.models import CheckpointIndexRow, Confidence, ToolLedgerEntry
-from gitguard.snapshot import EMPTY_TREE
 
 if TYPE_CHECKING:
     from gitguard.api import Guard

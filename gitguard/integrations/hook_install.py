@@ -33,8 +33,8 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from gitguard.store import Store
 from gitguard.workspace import Workspace
 
 SHIM_ID = "gitguard-shim-7c1e9a2f5b04d3e8"
+SHIM_SOURCE = "shim.sh"
 KEPT_SUFFIX = ".gitguard-legacy"
 PRE_COMMIT_LEGACY = ".legacy"  # where pre-commit keeps the hook it replaced (maybe ours)
 LEFTHOOK_OLD = ".old"          # where lefthook keeps the hook it replaced; it never runs it
@@ -54,6 +55,7 @@ _DIRS_FILE = "hooks-dirs"      # in the store: the hooks directories install wro
 _PRE_COMMIT_IDS = (b"138fd403232d2ddd5efb44317e38bf03", b"4d9958c90bc262f47553e2c073f14cfe",
                    b"d8ee923c46731b42cd95cc869add4062", b"49fd668cb42069aa1b6048464be5d395",
                    b"79f09a650522a87b0da915d0d983b2de", b"e358c9dae00eac5d06b38dfdb1e33a8c")
+_HOOK_LINE = re.compile(rb"^hook=''(?=  #)", re.MULTILINE)
 _PYTHON_LINE = re.compile(rb"^python=''(?=  #)", re.MULTILINE)
 _RECORDED = re.compile(rb"^python=(.*?)  #", re.MULTILINE)
 _LAUNCHER_LINE = re.compile(rb"^launcher=''(?=  #)", re.MULTILINE)
@@ -92,25 +94,46 @@ class Report:
                 "hooks": [h.to_json() for h in self.hooks]}
 
 
-def template(name: str) -> bytes:
-    return resources.files("gitguard").joinpath("hookshims", name).read_bytes()
+def template() -> bytes:
+    """The one shim source: top-level `hooks/shim.sh`, which the wheel holds as
+    `gitguard/hooks/shim.sh` (setup.py maps it there) and a source checkout (an editable
+    install) has beside the package."""
+    package = Path(__file__).resolve().parents[1]
+    for where in (package / "hooks", package.parent / "hooks"):
+        try:
+            return (where / SHIM_SOURCE).read_bytes()
+        except FileNotFoundError:
+            continue
+    raise GitguardError(f"the hook shim ({SHIM_SOURCE}) is missing from {package}",
+                        "reinstall gitguard; the package is damaged")
 
 
 def render(name: str, python: str, native: Path | None = None) -> bytes:
-    """The shim for `name` with the interpreter that runs gitguard written into it."""
-    quoted = shlex.quote(python).encode()
-    shim, count = _PYTHON_LINE.subn(lambda _: b"python=" + quoted, template(name))
-    if count != 1:
-        raise GitguardError(f"the packaged {name} shim has no interpreter line",
-                            "reinstall gitguard; the package is damaged")
-    launcher = Path(__file__).resolve().parents[1] / "hookmain.py"
-    if launcher.is_file():      # not inside a zip: the shim runs it without site-packages
-        where = shlex.quote(str(launcher)).encode()
-        shim = _LAUNCHER_LINE.sub(lambda _: b"launcher=" + where, shim, count=1)
-    if native is not None:      # the native client: no interpreter start while a daemon answers
-        where = shlex.quote(str(native)).encode()
-        shim = _NATIVE_LINE.sub(lambda _: b"native=" + where, shim, count=1)
+    """The shim for hook `name`, with the interpreter that runs gitguard written into it,
+    and the package's launcher and native client when they are files."""
+    fills = ((_HOOK_LINE, "hook", name), (_PYTHON_LINE, "python", python),
+             (_LAUNCHER_LINE, "launcher", _launcher()),
+             (_NATIVE_LINE, "native", None if native is None else str(native)))
+    shim = template()
+    for line, key, value in fills:
+        if value is None:
+            continue    # stays empty: the shim goes on to the next way of running gitguard
+        # a function, not a template: the value's backslashes are not escapes
+        shim, count = line.subn(_filled(key, value), shim, count=1)
+        if count != 1:
+            raise GitguardError(f"the packaged hook shim has no {key}= line",
+                                "reinstall gitguard; the package is damaged")
     return shim
+
+
+def _filled(key: str, value: str) -> Callable[[re.Match[bytes]], bytes]:
+    line = key.encode() + b"=" + shlex.quote(value).encode()
+    return lambda _: line
+
+
+def _launcher() -> str | None:
+    launcher = Path(__file__).resolve().parents[1] / "hookmain.py"
+    return str(launcher) if launcher.is_file() else None   # a zip: `python -m gitguard`
 
 
 def is_ours(path: Path) -> bool:
@@ -208,9 +231,10 @@ def install(ws: Workspace, python: str | None = None) -> Report:
                 f"gitguard keeps your hook as {kept.name}; move one of the two away, then run "
                 "`gitguard hooks install` again")
     where.path.mkdir(parents=True, exist_ok=True)
-    Store(ws).create()      # the native client is built into it
+    Store(ws).create()
     _record_dir(ws, where.path)
-    native = nativeclient.build(ws.store_dir, python)
+    nativeclient.remove_old(ws.store_dir)   # older shims named it; they run Python without
+    native = nativeclient.program()
     states = []
     for name in HOOKS:
         hook, kept, legacy, old = _paths(where, name)

@@ -9,7 +9,7 @@ as an agent does: `gitguard run -- black ...`, `sed -i`, an Edit through `call
 begin`/`call end`. Every call made through these helpers is checked where it ends: its
 stored patch reverses with `git apply -R --check` on the files it left.
 
-Helpers are plain functions (`from field.conftest import agent_shell`); fixtures are
+Helpers are plain functions (`from tests.field.conftest import agent_shell`); fixtures are
 `field_repo` (a fresh repository, `gitguard init` done) and `guard_mode` (the daemon
 running or not, as two parameters).
 """
@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from conftest import gg, git
-from daemons import running_daemon
-from gitstate import GitState, capture
-from realfiles import module_file, package_sources
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import running_daemon
+from tests.helpers.gitstate import GitState, capture
+from tests.helpers.realfiles import module_file, package_sources
 
 # Where the real files sit in the test repository.
 CLICK = "src/click"

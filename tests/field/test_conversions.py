@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import gg, git
-from daemons import daemon_if
-from gitstate import capture
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import daemon_if
+from tests.helpers.gitstate import capture
 
 # A real file (click's core.py crashes `call end` until the patch buffers are held: issue 20)
 CORE = Path(click.__file__).with_name("globals.py").read_bytes()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from field.conftest import (
+from tests.field.conftest import (
     CLICK,
     CLICK_CORE,
     PLUGGY,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from hookutil import fingerprint, run_git, with_branch_and_remote, write_hook
+from tests.helpers.commands import gg, git
+from tests.helpers.hooks import fingerprint, run_git, with_branch_and_remote, write_hook
 
 SHIM_ID = "gitguard-shim-7c1e9a2f5b04d3e8"
 

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import gg
-from daemons import wait_for
 from gitguard import ledger
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.commands import gg
+from tests.helpers.daemons import wait_for
 
 
 def _finished(repo: Path, step: str, command: str) -> str:

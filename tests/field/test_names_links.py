@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
 from gitguard import fileops
 from gitguard.guarded import sweep_temps
-from gitstate import capture
-from hookutil import hook_cc
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import capture
+from tests.helpers.hooks import hook_cc
 
 LONG_ASCII = "n" * 240 + ".txt"                 # 244 bytes: valid, its old temp name was not
 LONG_UTF8 = "é" * 126 + ".md"                    # 255 bytes, 2-byte characters

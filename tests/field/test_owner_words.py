@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg
-from daemons import running_daemon, wait_for
 from gitguard import ledger
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.commands import gg
+from tests.helpers.daemons import running_daemon, wait_for
 
 
 def _killed_writer(repo: Path) -> str:

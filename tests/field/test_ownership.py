@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import gg, git
-from daemons import daemon_if, request
-from gitstate import capture
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import daemon_if, request
+from tests.helpers.gitstate import capture
 
 SOURCE = Path(click.__file__).with_name("globals.py").read_bytes()    # a real file
 

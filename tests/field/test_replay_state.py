@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import daemon_if
 from gitguard import ledger
 from gitguard.store import Store
 from gitguard.workspace import discover
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import daemon_if
 
 REFUSED = 4
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from conftest import gg, git
-from gitstate import capture
+from tests.helpers.commands import gg, git
+from tests.helpers.gitstate import capture
 
 REAL = Path(click.__file__).with_name("termui.py")   # a real file nobody here wrote
 

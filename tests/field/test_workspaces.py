@@ -2,24 +2,24 @@
 core.worktree, another user's repository, a linked worktree removed under its daemon.
 
 The store sits in the git dir whenever there is one, so `git add -A` can never commit it;
-every store discovery (workspace.discover, client.find_store, the native client) agrees."""
+every store discovery (workspace.discover, store_discovery.find_store, the native client) agrees."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import gg, git
-from daemons import alive, wait_for
 from gitguard import client, nativeclient, store_discovery
 from gitguard.workspace import discover
-from gitstate import capture
+from tests.helpers.commands import gg, git
+from tests.helpers.daemons import alive, wait_for
+from tests.helpers.gitstate import capture
 
 
 def _dotfiles(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -81,17 +81,16 @@ def test_core_worktree_keeps_the_store_in_the_git_dir(tmp_path: Path) -> None:
 
 def test_the_native_client_finds_the_dotfiles_daemon(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cc = shutil.which("cc")
-    assert cc is not None, "a C compiler builds the native client here"
-    monkeypatch.setenv("GITGUARD_CC", cc)
+    monkeypatch.setenv("GITGUARD_NATIVE", "1")
     home, bare, env = _dotfiles(tmp_path)
     gg(home, "init", "--no-hooks", "--no-daemon", env=env)
-    native = nativeclient.build(bare / "gitguard")
-    assert native is not None
+    native = nativeclient.program()
+    assert native is not None, "the package's native client is built"
     gg(home, "daemon", "start", env=env)
     try:
-        answered = subprocess.run([str(native), "call", "begin", "--tool", "Read", "--input",
-                                   '{"file_path": ".bashrc"}', "--json"], cwd=home,
+        answered = subprocess.run([str(native), sys.executable, "call", "begin", "--tool",
+                                   "Read", "--input", '{"file_path": ".bashrc"}', "--json"],
+                                  cwd=home,
                                   env={**os.environ, **env}, capture_output=True, text=True)
         assert answered.returncode == 0, answered.stderr
         served = json.loads(gg(home, "daemon", "status", "--json", env=env).stdout)

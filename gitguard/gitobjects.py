@@ -1,0 +1,125 @@
+"""git's object vocabulary, one copy each: entry modes, the empty tree, object ids, and
+reading a tree or a blob out of the object database.
+
+Everything that names a mode, asks for a tree or reads a blob's bytes imports it from
+here. The modes are libgit2's (`pygit2.enums.FileMode`), kept as plain ints: they are
+compared in the tree diff's and tree builder's inner loops. Blobs that git must convert
+on the way out (filters, eol) are read by `gitfilters.Conversion.smudge` instead: that
+is git's checkout form, not the stored bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pygit2
+
+REGULAR = int(pygit2.enums.FileMode.BLOB)                   # 0o100644
+EXECUTABLE = int(pygit2.enums.FileMode.BLOB_EXECUTABLE)     # 0o100755
+LINK = int(pygit2.enums.FileMode.LINK)                      # 0o120000: a blob of the target
+TREE = int(pygit2.enums.FileMode.TREE)                      # 0o040000
+GITLINK = int(pygit2.enums.FileMode.COMMIT)                 # 0o160000: a submodule's commit
+
+_BLOB_MODES = (REGULAR, EXECUTABLE, LINK)
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+BLOB_TYPE = int(pygit2.enums.ObjectType.BLOB)
+TREE_TYPE = int(pygit2.enums.ObjectType.TREE)
+COMMIT_TYPE = int(pygit2.enums.ObjectType.COMMIT)
+_TYPE_NAMES = {BLOB_TYPE: b"blob", TREE_TYPE: b"tree", COMMIT_TYPE: b"commit"}
+
+
+def object_id(kind: int, data: bytes) -> bytes:
+    """The raw id git gives an object of this kind and content: `pygit2.hash` for trees
+    and commits too (it hashes blobs only), for objects written without libgit2
+    (`packwrite`)."""
+    digest = hashlib.sha1(b"%s %d\0" % (_TYPE_NAMES[kind], len(data)))
+    digest.update(data)
+    return digest.digest()
+
+
+def as_tree(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
+    """The tree `oid`; KeyError when it is missing or not a tree."""
+    obj = repo.get(oid)
+    if not isinstance(obj, pygit2.Tree):
+        raise KeyError(f"{oid} is not a tree")
+    return obj
+
+
+def read_blob(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
+    """A blob's stored bytes; KeyError when it is missing or not a blob. Read from the
+    object database without making a Blob object of it."""
+    kind, data = repo.odb.read(oid)
+    if kind != BLOB_TYPE:
+        raise KeyError(f"{oid} is not a blob")
+    return bytes(data)
+
+
+def blob_at(repo: pygit2.Repository, root: pygit2.Tree, path: str) -> bytes | None:
+    """The bytes of the blob (file or link) at `path` in `root`; None for nothing there,
+    a directory, a submodule or a blob missing from the object database."""
+    try:
+        entry = root[path]
+        return read_blob(repo, entry.id) if entry.filemode in _BLOB_MODES else None
+    except (KeyError, ValueError):
+        return None
+
+
+def entry_id_at(repo: pygit2.Repository, root: str, path: str) -> str | None:
+    """The id of whatever `root` holds at `path` (blob, tree or submodule commit)."""
+    found = repo.get(root)
+    if not isinstance(found, pygit2.Tree):
+        return None
+    try:
+        return str(found[path].id)
+    except KeyError:
+        return None
+
+
+# --- raw tree objects -------------------------------------------------------------------
+# Written by hand only where libgit2 measured slower: the daemon's O(changed) trees
+# (`treebuild`: TreeBuilders through an in-memory ODB re-read every tree through Python
+# callbacks, ~40% of a 100-file snapshot at 100k files), and names that are not UTF-8,
+# which pygit2's TreeBuilder cannot take (`treeedit`).
+
+TREE_MODES = (b"40000", b"040000")      # as git writes it; the other as some tools did
+GITLINK_MODE = b"160000 "
+
+# One entry exactly as the tree holds it: b"<mode> <name>\0<raw 20-byte id>". Kept as
+# one bytes object (not a (mode, id) tuple): parsing is one C-level dict() of a regex's
+# matches, a tree is written back by joining them, and dicts of bytes are not tracked
+# by the cyclic GC. At 100k files, with ~180 trees parsed and ~300 written per
+# 100-file snapshot, the tuples cost ~3x the parse and GC passes over a large heap.
+Entry = bytes
+Entries = dict[bytes, Entry]            # name -> entry, in the tree's order
+
+# (name, whole entry) for each entry: the lookahead captures the name first, so that
+# dict() takes the pairs as they come.
+_ENTRY = re.compile(rb"(?=[0-7]+ ([^\0]+)\0)([0-7]+ [^\0]+\0.{20})", re.DOTALL)
+_TREE_PREFIXES = tuple(mode + b" " for mode in TREE_MODES)
+
+
+def parse_tree(data: bytes) -> Entries:
+    """A raw tree object's entries: name -> the entry's bytes, in the tree's order."""
+    return dict(_ENTRY.findall(data))
+
+
+def tree_bytes(entries: Entries) -> bytes:
+    """A raw tree object of `entries`, which must already be in git's order (`tree_order`)."""
+    return b"".join(entries.values())
+
+
+def entry_of(mode: bytes, name: bytes, oid: bytes) -> Entry:
+    return b"%s %s\0%s" % (mode, name, oid)
+
+
+def is_tree(entry: Entry) -> bool:
+    return entry.startswith(_TREE_PREFIXES)
+
+
+def tree_order(item: tuple[bytes, Entry]) -> bytes:
+    """git's tree order: by name bytes, a directory compared as if it ended in "/"."""
+    name, entry = item
+    return name + b"/" if is_tree(entry) else name

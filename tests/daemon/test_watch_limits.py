@@ -1,0 +1,173 @@
+"""The daemon under the inotify watch limit (issue 21): a directory the kernel refuses a
+watch for is said in the log, `daemon status` and `status`, and scanned at every call
+boundary, so an agent's change there is still the call's; ignored directories are never
+watched.
+
+The limit is lowered in a user namespace of the test's own (`unshare --user`): the
+kernel counts and limits watches per user namespace (`/proc/sys/user/max_inotify_watches`,
+which `fs.inotify.max_user_watches` is for the initial namespace), so the daemon started
+in it hits ENOSPC exactly as under a low `fs.inotify.max_user_watches`, while every
+other process on the machine keeps its limit. `test_the_global_limit_lowered_as_root`
+lowers the machine-wide setting itself (root only; restored in a finally).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from gitguard import client
+from tests.helpers.commands import gg
+from tests.helpers.daemons import alive, store_of, wait_for
+
+DIRS = 40
+LIMIT = 12          # the root, the barrier directory and ten more
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c",
+                            "echo 5 > /proc/sys/user/max_inotify_watches"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def _seed(repo: Path) -> None:
+    for i in range(DIRS):
+        (repo / f"d{i:02}").mkdir()
+        (repo / f"d{i:02}" / "keep.txt").write_text(f"{i}\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "dirs"], cwd=repo, check=True)
+    gg(repo, "init")
+
+
+@contextmanager
+def _daemon(repo: Path, prefix: list[str]) -> Iterator[int]:
+    subprocess.run([*prefix, sys.executable, "-m", "gitguard", "daemon", "start"], cwd=repo,
+                   check=True, capture_output=True)
+    pid = client.pid_of(str(store_of(repo)))
+    assert pid is not None and alive(pid)
+    try:
+        yield pid
+    finally:
+        gg(repo, "daemon", "stop")
+        wait_for("the daemon process to end", lambda: not alive(pid), timeout=30)
+
+
+def _shows_the_limit_and_owns_the_change(repo: Path) -> None:
+    found = json.loads(gg(repo, "daemon", "status", "--json").stdout)
+    unwatched = found["unwatched"]
+    assert unwatched, found
+    assert "not watched" in gg(repo, "daemon", "status").stdout
+    log = (store_of(repo) / "daemon.log").read_text()
+    assert "not watched" in log and "max_user_watches" in log
+    assert "not watched" in gg(repo, "status").stdout
+    assert json.loads(gg(repo, "status", "--json").stdout)["daemon"]["unwatched"]["count"] == (
+        len(unwatched))
+
+    # A declared Write and a shell command, each in a directory with no watch.
+    target = f"{unwatched[0]}/agent.txt"
+    begin = gg(repo, "call", "begin", "--tool", "Write", "--writes", target, "--json",
+               "--input", json.dumps({"file_path": target, "content": "agent\n"}))
+    call_id = json.loads(begin.stdout)["callId"]
+    (repo / target).write_text("agent\n")
+    end = gg(repo, "call", "end", call_id, "--status", "succeeded")
+    assert "1 file(s) changed" in end.stdout, end.stdout
+    shell_target = f"{unwatched[-1]}/keep.txt"
+    begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
+               "--input", json.dumps({"command": f"echo shell > {shell_target}"}))
+    shell_id = json.loads(begin.stdout)["callId"]
+    (repo / shell_target).write_text("shell\n")
+    gg(repo, "call", "end", shell_id, "--status", "succeeded")
+
+    ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    assert [p["path"] for p in ledger[call_id]["filePatches"]] == [target]
+    assert [p["path"] for p in ledger[shell_id]["filePatches"]] == [shell_target]
+    dirty = {d["path"]: d for d in json.loads(gg(repo, "status", "--json").stdout)["dirty"]}
+    assert (dirty[target]["owner"], dirty[target]["confidence"]) == (call_id, "exact")
+    assert (dirty[shell_target]["owner"], dirty[shell_target]["confidence"]) == (
+        shell_id, "window")
+    first = json.loads(gg(repo, "checkpoints", "--json").stdout)[0]["checkpointId"]
+    plan = json.loads(gg(repo, "rollback-files", "--to", first, "--dry-run", "--json").stdout)
+    assert plan["deleted"] == [target] and plan["restored"] == [shell_target]
+    assert plan["conflicts"] == []
+
+
+@pytest.mark.skipif(not _unshare_works(),
+                    reason="needs `unshare --user` (user namespaces) to lower the limit")
+def test_a_change_in_an_unwatched_directory_is_still_the_calls(repo: Path) -> None:
+    _seed(repo)
+    prefix = ["unshare", "--user", "--map-root-user", "sh", "-c",
+              f'echo {LIMIT} > /proc/sys/user/max_inotify_watches && exec "$@"', "sh"]
+    with _daemon(repo, prefix):
+        _shows_the_limit_and_owns_the_change(repo)
+
+
+GLOBAL = Path("/proc/sys/fs/inotify/max_user_watches")
+
+
+def _watches_in_use(uid: int) -> int:
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+                total += Path(f"/proc/{pid}/fdinfo/{fd}").read_text().count("inotify wd:")
+        except OSError:
+            continue
+    return total
+
+
+@pytest.mark.serial
+@pytest.mark.skipif(os.geteuid() != 0, reason="lowering fs.inotify.max_user_watches needs root")
+def test_the_global_limit_lowered_as_root(repo: Path) -> None:
+    _seed(repo)
+    old = GLOBAL.read_text()
+    try:
+        # Just above what root's processes hold now: the daemon gets a few watches. Other
+        # processes keep theirs; the limit is back within the test.
+        GLOBAL.write_text(f"{_watches_in_use(0) + LIMIT}\n")
+        with _daemon(repo, []):
+            GLOBAL.write_text(old)          # the daemon has met the limit: others need not
+            _shows_the_limit_and_owns_the_change(repo)
+    finally:
+        GLOBAL.write_text(old)
+
+
+def test_ignored_directories_are_not_watched(repo: Path) -> None:
+    _seed(repo)
+    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "node_modules/\n")
+    for i in range(100):
+        (repo / "node_modules" / f"pkg{i}" / "lib").mkdir(parents=True)
+    with _daemon(repo, []):
+        found = json.loads(gg(repo, "daemon", "status", "--json").stdout)
+        # The root, the barrier directory, d00..d39, src (and build/, ignored, not watched).
+        assert found["watches"] == DIRS + 3, found["watches"]
+        assert found["unwatched"] == []
+
+
+def test_a_directory_no_longer_ignored_is_watched_again(repo: Path) -> None:
+    _seed(repo)
+    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "vendor/\n")
+    (repo / "vendor" / "lib").mkdir(parents=True)
+    (repo / "vendor" / "lib" / "dep.js").write_text("old\n")
+    with _daemon(repo, []):
+        (repo / ".gitignore").write_text("build/\n*.log\n.env\n")    # vendor/ is ours now
+        begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
+                   "--input", json.dumps({"command": "npm run vendor"}))
+        call_id = json.loads(begin.stdout)["callId"]
+        (repo / "vendor" / "lib" / "dep.js").write_text("patched by the agent\n")
+        end = gg(repo, "call", "end", call_id, "--status", "succeeded")
+        ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+    assert "1 file(s) changed" in end.stdout, end.stdout
+    assert [p["path"] for p in ledger[call_id]["filePatches"]] == ["vendor/lib/dep.js"]

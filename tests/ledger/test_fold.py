@@ -1,0 +1,227 @@
+"""The ledger fold cache must give exactly what a full, line-by-line read gives, and must
+never hide a corrupt line."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gitguard import clock, durable, ledger, ledger_fold, verify
+from gitguard.api import Guard
+from gitguard.errors import CorruptRecord
+from gitguard.models import LedgerEvent, ToolLedgerEntry
+from gitguard.store import Store
+from gitguard.workspace import discover
+from tests.helpers.crashkit import scratch_root
+
+
+def reference(path: Path) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
+    """The fold as the ledger defines it: every line decoded, the newest state of each call
+    (an `entry` is a whole state, a `change` is merged into the call's previous one)."""
+    latest: dict[str, Any] = {}
+    order: list[str] = []
+    first: dict[str, int] = {}
+    last = 0
+    for record in durable.read_jsonl(path).records:
+        last = max(last, record["seq"])
+        entry = record.get("entry")
+        if entry is None and record.get("change") is not None:
+            entry = {**latest[record["change"]["callId"]], **record["change"]}
+        if entry is not None:
+            if entry["callId"] not in latest:
+                order.append(entry["callId"])
+                first[entry["callId"]] = record["seq"]
+            latest[entry["callId"]] = entry
+    return ({c: ToolLedgerEntry.model_validate(e).to_json() for c, e in latest.items()}, order,
+            first, last)
+
+
+def folded(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
+    state = ledger.read(store)
+    return ({c: e.to_json() for c, e in state.entries.items()}, state.order, state.first_seq,
+            state.last_seq)
+
+
+def entry(number: int, status: str, path: str = "a.txt") -> ToolLedgerEntry:
+    return ToolLedgerEntry(
+        call_id=f"call_{number}", step_id=f"step_{number}", tool_name="Write",
+        input_hash=ledger.input_hash({"n": number}), status=status, risk_level="low",
+        idempotency="conditional", replay_policy="auto", session_id="s1",
+        planned_at=clock.stamp(), declared_writes=(path,))
+
+
+def append_calls(store: Store, numbers: range, path: str = "a.txt") -> None:
+    with store.writing():
+        state = ledger.read(store)
+        for n in numbers:
+            planned = entry(n, "planned", path)
+            ledger.append_entries(store, state, [planned])
+            ledger.append_entries(store, state, [planned.model_copy(update={"status": "started"})])
+            if n % 3:
+                ledger.append_entries(store, state, [
+                    planned.model_copy(update={"status": "succeeded"})])
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    monkeypatch.setattr(ledger_fold, "FOLD_EVERY", 8)   # exercise the cache on a short ledger
+    work = scratch_root()
+    made = Store(discover(work))
+    append_calls(made, range(1, 13))
+    ledger.read(made)
+    yield made
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_cache_is_written_and_used_and_agrees(store: Store) -> None:
+    cache = ledger_fold.cache_path(store.ledger_path)
+    assert cache.is_file(), "a long enough read leaves a fold cache"
+    assert folded(store) == reference(store.ledger_path)
+    append_calls(store, range(13, 16))
+    assert folded(store) == reference(store.ledger_path)
+    cache.write_bytes(b"not a cache\n")
+    assert folded(store) == reference(store.ledger_path)
+
+
+def test_a_corrupt_line_under_the_cache_is_still_reported(store: Store) -> None:
+    lines = store.ledger_path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"seq":3', b'"seq":9')
+    assert b'"seq":9' in lines[2]
+    store.ledger_path.write_bytes(b"\n".join(lines))
+    with pytest.raises(CorruptRecord, match="ledger.jsonl line 3 "):
+        ledger.read(store)
+
+
+def test_non_utf8_paths_survive_the_fast_parser(store: Store) -> None:
+    odd = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+    append_calls(store, range(40, 50), path=odd)
+    assert ledger.read(store).entries["call_40"].declared_writes == (odd,)
+    assert folded(store) == reference(store.ledger_path)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(min_value=0, max_value=10**6))
+def test_cut_anywhere_with_a_cache_folds_like_a_full_read(store: Store, cut: int) -> None:
+    whole = store.ledger_path.read_bytes()
+    ledger.read(store)                       # the cache covers the whole ledger
+    store.ledger_path.write_bytes(whole[: cut % (len(whole) + 1)])
+    try:
+        assert folded(store) == reference(store.ledger_path)
+        assert ledger.read(store).torn == durable.read_jsonl(store.ledger_path).torn
+    finally:
+        store.ledger_path.write_bytes(whole)
+
+
+def write_old_format(store: Store, entries: list[ToolLedgerEntry]) -> None:
+    """What gitguard wrote before changes were recorded alone: a whole entry per event."""
+    events = [LedgerEvent(seq=n, recorded_at=clock.stamp(), entry=e,
+                          session_id=e.session_id).to_json()
+              for n, e in enumerate(entries, start=1)]
+    with store.writing():
+        durable.append_jsonl(store.ledger_path, events)
+
+
+def session_states() -> list[ToolLedgerEntry]:
+    """A session's states, with fields set, changed and reset to their default."""
+    states: list[ToolLedgerEntry] = []
+    for n in range(1, 8):
+        planned = entry(n, "planned").model_copy(update={"note": f"n{n}", "summary": "s"})
+        started = planned.model_copy(update={"status": "started", "started_at": clock.stamp(),
+                                             "pre_checkpoint_id": f"ckpt_{n}", "note": None})
+        end = "failed" if n % 2 else "succeeded"
+        finished = started.model_copy(update={"status": end, "finished_at": clock.stamp(),
+                                              "error_summary": "boom" if n % 2 else None,
+                                              "summary": ""})
+        states += [planned, started, finished]
+    return states
+
+
+def fresh_fold(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
+    ledger.forget()
+    ledger_fold.cache_path(store.ledger_path).unlink(missing_ok=True)
+    return folded(store)
+
+
+def test_old_and_new_formats_fold_to_the_same_entries() -> None:
+    old, new = scratch_root(), scratch_root()
+    try:
+        old_store, new_store = Store(discover(old)), Store(discover(new))
+        states = session_states()
+        write_old_format(old_store, states)
+        with new_store.writing():
+            state = ledger.read(new_store)
+            for one in states:
+                ledger.append_entries(new_store, state, [one])
+        assert new_store.ledger_path.stat().st_size < old_store.ledger_path.stat().st_size / 2
+        assert fresh_fold(old_store) == fresh_fold(new_store) == reference(old_store.ledger_path)
+        assert {c: e.to_json() for c, e in state.entries.items()} == fresh_fold(new_store)[0]
+        records = durable.read_jsonl(new_store.ledger_path).records
+        assert list(ledger_fold.expanded(records)) != records, "later events are changes"
+        expanded = [r["entry"] for r in ledger_fold.expanded(records)]
+        assert [ToolLedgerEntry.model_validate(e) for e in expanded] == states
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(new, ignore_errors=True)
+
+
+def test_a_change_to_an_unknown_call_is_reported(store: Store) -> None:
+    record = {"schemaVersion": 1, "seq": 999, "recordedAt": clock.stamp(), "sessionId": "s1",
+              "change": {"callId": "call_nobody", "status": "succeeded"}}
+    with store.writing():
+        durable.append_jsonl(store.ledger_path, [record])
+    ledger.forget()
+    with pytest.raises(CorruptRecord, match="changes a call that has no earlier event"):
+        ledger.read(store)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(updates=st.lists(st.tuples(st.sampled_from(["note", "error_summary", "summary",
+                                                    "result_ref", "post_checkpoint_id"]),
+                                  st.one_of(st.none(), st.sampled_from(["", "x", "caf\udce9"]))),
+                        min_size=1, max_size=6))
+def test_changes_round_trip_through_a_fresh_and_an_incremental_fold(
+        store: Store, updates: list[tuple[str, str | None]]) -> None:
+    with store.writing():
+        state = ledger.read(store)
+        current = entry(100 + len(state.order), "planned")
+        ledger.append_entries(store, state, [current])
+        for n, (name, value) in enumerate(updates):
+            if name == "summary" and value is None:
+                value = ""
+            status = ("started", "uncertain")[n % 2] if n < 2 else "uncertain"
+            if current.status == "uncertain":
+                status = "succeeded" if n == len(updates) - 1 else "uncertain"
+            if status == "uncertain" and current.status == "uncertain":
+                continue
+            current = current.model_copy(update={"status": status, name: value})
+            ledger.append_entries(store, state, [current])
+    incremental = ledger.read(store)
+    assert incremental.entries[current.call_id] == current
+    assert fresh_fold(store) == reference(store.ledger_path)
+    assert fresh_fold(store)[0][current.call_id] == current.to_json()
+
+
+def test_verify_checks_each_merged_state(repo: Path) -> None:
+    guard = Guard.open(repo)
+    for n in range(3):
+        begun = guard.begin_call("Write", {"file_path": "a.txt", "n": n}, writes=["a.txt"])
+        guard.end_call(begun.call_id, "succeeded", "ok")
+    assert verify.problems(guard.store, guard.snap) == []
+    records = durable.read_jsonl(guard.store.ledger_path).records
+    assert [sorted(r) for r in records if "change" in r], "the ledger holds changes"
+    back = {"schemaVersion": 1, "seq": 99, "recordedAt": clock.stamp(), "sessionId": "x",
+            "change": {"callId": "call_2", "status": "started", "postCheckpointId": "ckpt_gone"}}
+    with guard.store.writing():
+        durable.append_jsonl(guard.store.ledger_path, [back])
+    found = verify.problems(guard.store, guard.snap)
+    assert "ledger seq 99: call call_2 is succeeded; it cannot become started" in found
+    assert "call_2 names checkpoint ckpt_gone, which is not in the index" in found
+    guard.close()

@@ -1,0 +1,161 @@
+"""Random interleavings of agent calls and user edits, then rollback-files to any checkpoint.
+
+The model records the working tree at every checkpoint. A path counts as the
+user's when it changed between checkpoints outside every call window (what
+gitguard can observe without the daemon); as the agent's when it changed inside
+a call's pre→post window. After rolling back to checkpoint k:
+- a path only the agent changed after k holds its content at k;
+- a path the user changed after k is byte-identical to before the rollback, and
+  listed as a conflict when the agent changed it too and it differs from k;
+- nothing else changed (untracked, ignored and oversized files included);
+- rolling back to the rollback's safety checkpoint gives back the tree as it was
+  before the rollback, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from gitguard.api import Guard
+from gitguard.rollback import Result as RollbackResult
+from gitguard.rollback import rollback_files
+from gitguard.settings import Settings
+from gitguard.workspace import discover
+from tests.helpers.gitstate import capture, fsck_clean
+from tests.helpers.rollback import Entry, make_repo, put, tree_state
+
+PATHS = ["a.txt", "d/c.txt", "d/e/f.sh", "link"]
+CONTENTS = [b"", b"one\n", b"two\nlines\n", b"caf\xe9 latin-1\n", b"\x00\x01binary\xff",
+            b"long line\n" * 40]
+TARGETS = [b"a.txt", b"nowhere", b"d/c.txt", b"../outside"]
+
+op = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(PATHS), st.sampled_from(CONTENTS)),
+    st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just(b"")),
+    st.tuples(st.just("chmod"), st.sampled_from(PATHS), st.just(b"")),
+    st.tuples(st.just("symlink"), st.sampled_from(PATHS), st.sampled_from(TARGETS)),
+)
+agent_step = st.tuples(st.just("agent"), st.lists(op, min_size=1, max_size=3))
+step = st.one_of(
+    agent_step, agent_step,                            # calls twice as often as the rest
+    st.tuples(st.just("user"), st.lists(op, min_size=1, max_size=2)),
+    st.tuples(st.just("checkpoint"), st.just([])),
+    st.tuples(st.just("rollback"), st.just([])),   # to a checkpoint picked from the history
+)
+
+
+def perform(root: Path, action: tuple[str, str, bytes]) -> None:
+    kind, rel, value = action
+    current = tree_state(root).get(rel)
+    if kind == "write":
+        put(root, rel, ("file", value, bool(current and current[2])))
+    elif kind == "delete":
+        put(root, rel, None)
+    elif kind == "chmod" and current is not None and current[0] == "file":
+        put(root, rel, ("file", current[1], not current[2]))
+    elif kind == "symlink":
+        put(root, rel, ("link", value, False))
+
+
+class History:
+    """The model: the tree at each checkpoint, and which stretches were a call's window."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[str, dict[str, Entry]]] = []   # (checkpoint id, tree then)
+        self.windows: set[tuple[int, int]] = set()             # (pre, post) indexes
+
+    def add(self, checkpoint_id: str, tree: dict[str, Entry]) -> None:
+        self.points.append((checkpoint_id, tree))
+
+    def close_window(self) -> None:
+        self.windows.add((len(self.points) - 2, len(self.points) - 1))
+
+    def owners(self, k: int, now: dict[str, Entry]) -> tuple[set[str], set[str]]:
+        """Paths changed after point k inside call windows, and outside them."""
+        observed = [tree for _, tree in self.points[k:]] + [now]
+        agent: set[str] = set()
+        user: set[str] = set()
+        for i in range(len(observed) - 1):
+            changed = {p for p in PATHS if observed[i].get(p) != observed[i + 1].get(p)}
+            (agent if (k + i, k + i + 1) in self.windows else user).update(changed)
+        return agent, user
+
+
+def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> RollbackResult:
+    """Roll back to point k and check every promise against the model; record the windows."""
+    before = tree_state(root)
+    agent, user = history.owners(k, before)
+    result = rollback_files(guard, history.points[k][0])
+    after = tree_state(root)
+    base = history.points[k][1]
+    for path in agent - user:
+        assert after.get(path) == base.get(path), f"{path}: only the agent changed it"
+    for path in user:
+        assert after.get(path) == before.get(path), f"{path}: the user changed it"
+    assert {c.path for c in result.conflicts} == {
+        p for p in agent & user if before.get(p) != base.get(p)}
+    for path in set(before) | set(after):
+        if path not in agent:
+            assert after.get(path) == before.get(path), f"{path} was not the agent's"
+    if result.applied is not None:   # the rollback is a window like a call's
+        history.add(result.applied.safety.checkpoint_id, before)
+        history.add(result.applied.entry.post_checkpoint_id or "", after)
+        history.close_window()
+    return result
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_repo(tmp_path_factory.mktemp("template") / "repo")
+
+
+@settings(max_examples=int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "25")), deadline=None,
+          database=None, suppress_health_check=[HealthCheck.too_slow,
+                                                HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step, min_size=3, max_size=7),
+       picks=st.lists(st.integers(min_value=0, max_value=5), min_size=8, max_size=8))
+def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
+        template: Path, tmp_path_factory: pytest.TempPathFactory,
+        steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
+    root = tmp_path_factory.mktemp("case") / "repo"
+    shutil.copytree(template, root, symlinks=True)
+    git_state = capture(root)
+    guard = Guard(discover(root), Settings(untracked_size_cap=50_000))
+    guard.start_session("prop")
+    history = History()
+    history.add(guard.checkpoint("manual").checkpoint_id, tree_state(root))
+    for number, (kind, actions) in enumerate(steps):
+        if kind == "checkpoint":
+            history.add(guard.checkpoint("manual").checkpoint_id, tree_state(root))
+        elif kind == "user":
+            for action in actions:
+                perform(root, action)
+        elif kind == "rollback":
+            checked_rollback(guard, root, history, picks[number] % len(history.points))
+        else:
+            entry = guard.begin_call("Bash", {"command": f"step {number}"})
+            history.add(entry.pre_checkpoint_id or "", tree_state(root))
+            for action in actions:
+                perform(root, action)
+            done = guard.end_call(entry.call_id, "succeeded")
+            history.add(done.post_checkpoint_id or "", tree_state(root))
+            history.close_window()
+
+    before = tree_state(root)
+    result = checked_rollback(guard, root, history, picks[-1] % len(history.points))
+    event(f"restored+deleted: {min(len(result.restored) + len(result.deleted), 3)}")
+    event(f"conflicts: {min(len(result.conflicts), 2)}")
+    event(f"rollbacks in the history: {min(sum(k == 'rollback' for k, _ in steps), 2)}")
+    if result.applied is not None:
+        undo = rollback_files(guard, result.applied.safety.checkpoint_id)
+        assert not undo.conflicts
+        assert tree_state(root) == before, "rolling back the rollback restores every byte"
+    git_state.assert_unchanged(root)
+    fsck_clean(root)
+    guard.close()
