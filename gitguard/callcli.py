@@ -1,63 +1,87 @@
-"""`gitguard call begin` and `call end` in a fresh process, without click.
+"""`gitguard call begin` and `call end`: their options, and a parser without click.
 
 With no daemon, every agent tool call starts two interpreters that run these two
 commands. Importing click and building the command tree is ~15-30 ms of CPU in each
 (measured with `-X importtime` and process time); the commands themselves need none of
-it. `gitguard.entry` hands the plain command lines a hook or an agent sends
-(`[-C DIR] call begin|end` with `--opt VALUE`, `--opt=VALUE`, flags, one call id) to
-`here`; anything else (help, an unknown or misspelt option, a missing value, a bad
-choice, a value that looks like an option, two `-C`) returns None and goes through
-click, so click's messages stay click's. The click commands (commands/call.py, which
-the daemon also runs) call the same `begin_output`/`end_output`, and a GitguardError
-or a bug ends as `cli.run` ends it: the same Error/Hint lines, exit code and crash log
-(tests/cli/test_call_without_click.py compares the two byte for byte).
+it. BEGIN and END list the commands' parameters once: the click commands
+(commands/call.py, which the daemon also runs) are built from them, and so is `parse`,
+which reads the plain command lines a hook or an agent sends (`[-C DIR] call begin|end`
+with `--opt VALUE`, `--opt=VALUE`, flags, one call id); anything else (help, an unknown
+or misspelt option, a missing value, a bad choice, a value that looks like an option,
+two `-C`) returns None and goes through click, so click's messages stay click's.
+`gitguard.entry` hands a fresh process's command line to `here`, the daemon hands its
+requests' to `run` (gitguard.daemon_calls). Both paths call the same
+`begin_output`/`end_output` as the click commands, and a GitguardError or a bug ends in
+the one error boundary (gitguard.error_boundary): the same Error/Hint lines, exit code
+and crash log (tests/cli/test_call_without_click.py and
+tests/daemon/test_daemon_calls_match_cli.py compare them byte for byte).
 
 Standard library only at import.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
-import os
-import re
-import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from gitguard.errors import EXIT_INTERNAL, GitguardError, translate
+from gitguard.error_boundary import echo, report
+from gitguard.errors import GitguardError
 
-# option -> (parameter name, kind): "value" (last one wins, as in click), "multi", "flag",
-# or a tuple of the choices click accepts (commands/call.py declares the same).
-_BEGIN: dict[str, tuple[str, Any]] = {
-    "--tool": ("tool", "value"), "--input": ("input_text", "value"),
-    "--input-file": ("input_file", "value"), "--step": ("step_id", "value"),
-    "--call-id": ("call_id", "value"), "--writes": ("writes", "multi"),
-    "--idempotency": ("idempotency", ("idempotent", "conditional", "non_idempotent")),
-    "--replay": ("replay", ("auto", "ask", "never")),
-    "--risk": ("risk", ("low", "medium", "high", "critical")),
-    "--side-effect": ("side_effects", "multi"), "--session": ("session_id", "value"),
-    "--confirm": ("confirm", "flag"), "--force-replay": ("force_replay", "flag"),
-    "--json": ("as_json", "flag"),
-}
-_END: dict[str, tuple[str, Any]] = {
-    "--status": ("status", ("succeeded", "failed")), "--result": ("result_text", "value"),
-    "--result-file": ("result_file", "value"), "--json": ("as_json", "flag"),
-}
+# What a parameter takes: one value (the last one wins, as in click), a file name ('-':
+# stdin), a value per repetition, nothing (a flag), the call id (the one positional
+# argument), or one of a tuple of choices.
+VALUE, FILE, MULTI, FLAG, ARGUMENT = "value", "file", "multi", "flag", "argument"
+
+
+class Option(NamedTuple):
+    flag: str                       # "--tool"; the metavar of the positional argument
+    name: str                       # the parameter of begin_output / end_output
+    kind: str | tuple[str, ...]     # VALUE, FILE, MULTI, FLAG, ARGUMENT, or the choices
+    help: str | None = None
+    required: bool = False
+
+
+JSON = Option("--json", "as_json", FLAG, "Print JSON.")
+BEGIN = (
+    Option("--tool", "tool", VALUE, "Tool name, e.g. Bash, Edit, send_email.", required=True),
+    Option("--input", "input_text", VALUE, "The tool input as JSON."),
+    Option("--input-file", "input_file", FILE, "Read the input JSON from a file ('-': stdin)."),
+    Option("--step", "step_id", VALUE, "The agent step this call belongs to."),
+    Option("--call-id", "call_id", VALUE, "Call id (default: call_N)."),
+    Option("--writes", "writes", MULTI, "A path the call declares it writes (repeatable)."),
+    Option("--idempotency", "idempotency", ("idempotent", "conditional", "non_idempotent"),
+           "Override the classification."),
+    Option("--replay", "replay", ("auto", "ask", "never"), "Override the replay policy."),
+    Option("--risk", "risk", ("low", "medium", "high", "critical"), "Override the risk level."),
+    Option("--side-effect", "side_effects", MULTI, "A side effect (repeatable)."),
+    Option("--session", "session_id", VALUE, "Agent session (default: the open one)."),
+    Option("--confirm", "confirm", FLAG, "Run a call whose replay policy is `ask` again."),
+    Option("--force-replay", "force_replay", FLAG, "Run a `never` call again (ledgered)."),
+    JSON,
+)
+END = (
+    Option("CALL_ID", "call_id", ARGUMENT),
+    Option("--status", "status", ("succeeded", "failed"), required=True),
+    Option("--result", "result_text", VALUE, "The tool's result or error text."),
+    Option("--result-file", "result_file", FILE, "Read the result from a file ('-': stdin)."),
+    JSON,
+)
+COMMANDS = {"begin": BEGIN, "end": END}
 
 
 def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
     """("begin" | "end", parameters as click would pass them), or None: let click do it."""
-    if len(argv) < 2 or argv[0] != "call" or argv[1] not in ("begin", "end"):
+    if len(argv) < 2 or argv[0] != "call" or argv[1] not in COMMANDS:
         return None
     verb = argv[1]
-    spec = _BEGIN if verb == "begin" else _END
-    params: dict[str, Any] = {}
-    for name, kind in spec.values():
-        params[name] = () if kind == "multi" else False if kind == "flag" else None
+    table = COMMANDS[verb]
+    flags = {o.flag: o for o in table if o.kind != ARGUMENT}
+    arguments = [o for o in table if o.kind == ARGUMENT]
+    params: dict[str, Any] = {
+        o.name: () if o.kind == MULTI else False if o.kind == FLAG else None for o in table}
     positional: list[str] = []
     tokens = list(argv[2:])
     at = 0
@@ -67,15 +91,14 @@ def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
         if not token.startswith("-"):
             positional.append(token)
             continue
-        option, eq, inline = token.partition("=")
-        known = spec.get(option)
-        if known is None:
+        flag, eq, inline = token.partition("=")
+        option = flags.get(flag)
+        if option is None:
             return None                     # --help, --, -x, a typo: click's messages
-        name, kind = known
-        if kind == "flag":
+        if option.kind == FLAG:
             if eq:
                 return None
-            params[name] = True
+            params[option.name] = True
             continue
         if eq:
             value = inline
@@ -86,16 +109,15 @@ def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
             return None                     # "requires an argument"
         if value.startswith("-") and value != "-":
             return None                     # click's rules for these are subtle
-        if isinstance(kind, tuple) and value not in kind:
+        if isinstance(option.kind, tuple) and value not in option.kind:
             return None                     # "invalid choice"
-        params[name] = (*params[name], value) if kind == "multi" else value
-    if verb == "begin":
-        if positional or params["tool"] is None:
-            return None
-    else:
-        if len(positional) != 1 or params["status"] is None:
-            return None
-        params["call_id"] = positional[0]
+        params[option.name] = ((*params[option.name], value) if option.kind == MULTI
+                               else value)
+    if len(positional) != len(arguments):
+        return None
+    params.update(zip((o.name for o in arguments), positional, strict=True))
+    if any(o.required and params[o.name] is None for o in table):
+        return None                         # "Missing option"
     return verb, params
 
 
@@ -118,31 +140,15 @@ def here(argv: Sequence[str]) -> int | None:
     return run(parsed, lambda: Guard.open(path))
 
 
-def run(parsed: tuple[str, dict[str, Any]], open_guard: Any) -> int:
+def run(parsed: tuple[str, dict[str, Any]], open_guard: Callable[[], Any]) -> int:
     """As `gitguard.cli.run` runs the click command: the same output, exit code,
     Error/Hint lines and crash log."""
     verb, params = parsed
     try:
-        if verb == "begin":
-            echo(begin_output(open_guard(), **params))
-        else:
-            echo(end_output(open_guard(), **params))
-    except GitguardError as exc:
-        echo(f"Error: {exc.message}", err=True)
-        if exc.hint:
-            echo(f"Hint: {exc.hint}", err=True)
-        return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - as in cli.run: a bug becomes exit 3
-        known = translate(exc)      # a full disk, a read-only store, input too deep
-        if known is not None:
-            echo(f"Error: {known.message}", err=True)
-            if known.hint:
-                echo(f"Hint: {known.hint}", err=True)
-            return known.exit_code
-        log = crash_log(exc)
-        echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
-        echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
-        return EXIT_INTERNAL
+        output = begin_output if verb == "begin" else end_output
+        echo(output(open_guard(), **params))
+    except Exception as exc:  # noqa: BLE001 - the one boundary decides what it becomes
+        return report(exc)
     return 0
 
 
@@ -221,104 +227,3 @@ def read_result(result_text: str | None, result_file: str | None) -> str | bytes
     except OSError as exc:
         raise GitguardError(f"cannot read {result_file}: {exc.strerror}",
                             "check the path") from None
-
-
-# click.echo drops ANSI escape sequences when the stream is not a terminal; the same
-# expression as click's, so a call id holding one prints the same either way.
-_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
-
-
-def echo(text: str, err: bool = False) -> None:
-    """What `click.echo(text, err=err)` writes: the text and a newline, flushed."""
-    stream = sys.stderr if err else sys.stdout
-    if "\033" in text and not stream.isatty():
-        text = _ANSI.sub("", text)
-    stream.write(text + "\n")
-    stream.flush()
-
-
-def crash_log(exc: BaseException) -> str:
-    """Write the traceback to a new private file in the store, else in the user's private
-    state directory ($XDG_STATE_HOME/gitguard, ~/.local/state/gitguard); its path.
-
-    Never through a symlink and never over a file (a shared /tmp let a planted symlink
-    make a crash overwrite another file), one file per crash, never left empty (a full
-    disk removes the file it could not fill: the message says so instead)."""
-    import traceback
-
-    text = "".join(traceback.format_exception(exc)).encode("utf-8", "replace")
-    tried: list[str] = []
-    for directory, mine in _crash_dirs():
-        try:
-            if mine:
-                private_dir(directory)
-            return _write_new_log(directory, text)
-        except OSError as err:
-            tried.append(f"{directory}: {err.strerror}")
-    return "not written (" + "; ".join(tried or ["no private directory"]) + ")"
-
-
-def _crash_dirs() -> list[tuple[Path, bool]]:
-    """The store, then the user's state directory (True: gitguard makes it private)."""
-    dirs: list[tuple[Path, bool]] = []
-    try:
-        from gitguard.workspace import discover
-
-        store = discover(Path.cwd()).store_dir
-        if store.is_dir():
-            dirs.append((store, False))
-    except Exception:  # noqa: BLE001 - the crash log must not fail on a second error
-        pass
-    state = state_dir()
-    if state is not None:
-        dirs.append((state, True))
-    return dirs
-
-
-def state_dir() -> Path | None:
-    """$XDG_STATE_HOME/gitguard, else ~/.local/state/gitguard: the user's own logs when
-    there is no store (see private_dir)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "gitguard" if os.path.isabs(state) else None
-
-
-def _write_new_log(directory: Path, text: bytes) -> str:
-    from gitguard import clock
-
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        base = f"crash-{clock.stamp().replace(':', '')}-{os.getpid()}"
-        for attempt in range(100):
-            name = base + (f"-{attempt}" if attempt else "") + ".log"
-            try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)   # may quote inputs
-            except FileExistsError:
-                continue
-            try:
-                view = memoryview(text)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(name, dir_fd=dir_fd)
-                raise
-            finally:
-                os.close(fd)
-            return str(directory / name)
-        raise FileExistsError(errno.EEXIST, "too many crash logs with this name")
-    finally:
-        os.close(dir_fd)
-
-
-def private_dir(directory: Path) -> None:
-    """The user's state directory for gitguard: made 0700 if missing; refused when it is a
-    symlink, not a directory, another user's, or open to others."""
-    os.makedirs(directory.parent, mode=0o700, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
-    info = os.lstat(directory)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise PermissionError(errno.EACCES, "not a private directory of this user")

@@ -1,4 +1,4 @@
-"""The thin click layer: parse, call the library, print. The only place errors become exit codes."""
+"""The thin click layer: parse, call the library, print; errors end in gitguard.error_boundary."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ import click
 
 from gitguard import jsontext
 
-# read_json_arg and the crash log live with the click-free `call begin/end` path
-from gitguard.callcli import crash_log
+# read_json_arg lives with the click-free `call begin/end` path
 from gitguard.callcli import read_json_arg as read_json_arg
-from gitguard.errors import EXIT_INTERNAL, EXIT_USAGE, GitguardError, translate
-
-_crash_log = crash_log      # the daemon passes `cli._crash_log` to its click-free path
+from gitguard.error_boundary import report
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,38 +90,9 @@ def run(argv: list[str] | None = None, open_guard: Callable[[str], Any] | None =
     """Run one command line; the exit code. The daemon calls this with its own Guard."""
     try:
         code = cli.main(args=argv, prog_name="gitguard", standalone_mode=False, obj=open_guard)
-    except GitguardError as exc:
-        click.echo(f"Error: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"Hint: {exc.hint}", err=True)
-        return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        return 1
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code if exc.exit_code else EXIT_USAGE
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit 3
-        return report_unexpected(exc, _crash_log)
+    except Exception as exc:  # noqa: BLE001 - the one boundary decides what it becomes
+        return report(exc)
     return code if isinstance(code, int) else 0
-
-
-def report_unexpected(exc: Exception, write_crash_log: Callable[[BaseException], str]) -> int:
-    """An exception no command turned into a GitguardError: a full disk, a read-only
-    store or input too deep is still the user's to fix (exit 1); anything else is a bug,
-    logged (exit 3). Shared by `run` and the daemon's fast call path."""
-    known = translate(exc)
-    if known is not None:
-        click.echo(f"Error: {known.message}", err=True)
-        if known.hint:
-            click.echo(f"Hint: {known.hint}", err=True)
-        return known.exit_code
-    log = write_crash_log(exc)
-    click.echo(f"Error: internal error: {type(exc).__name__}: {exc}", err=True)
-    click.echo(f"Hint: this is a bug in gitguard; the crash log is {log}", err=True)
-    return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,11 +30,17 @@ if TYPE_CHECKING:
 SOCKET_NAME = "daemon.sock"
 PID_NAME = "daemon.pid"
 LOCK_NAME = "daemon.lock"
-STORE_IN_GIT = "gitguard"
-NON_GIT_STORE = ".agent-runtime"
 _MAX_SUN_PATH = 100     # sockaddr_un holds 108 bytes; longer paths go through /proc
 TAKEN = b" "            # the daemon's worker starts on the request (before its answer)
 TAKE_S = 5.0            # how long a client waits for that before doing the work itself
+
+
+# The command lines `gitguard` hands to the daemon (gitguard.entry), by their leading
+# words, and the daemon's op for each (gitguard.daemon.OPS answers them).
+FORWARDED = {("call", "begin"): "call.begin", ("call", "end"): "call.end", ("hook",): "hook",
+             # run after an agent crash, when the daemon usually still runs with the
+             # ledger read and the workspace tree current (gitguard.recovery_daemon)
+             ("resume",): "resume", ("explain",): "explain"}
 
 
 class Unreachable(Exception):
@@ -43,57 +49,6 @@ class Unreachable(Exception):
 
 class Broken(Exception):
     """The daemon took the request but gave no answer (it died or hung)."""
-
-
-def find_store(start: str) -> tuple[str, str] | None:
-    """(workspace root, store dir) as `workspace.discover` finds them, or None.
-
-    `GIT_DIR` wins, as in git and discover (the store is `$GIT_DIR/gitguard`; the root,
-    GIT_WORK_TREE or core.worktree, is the daemon's to find: `start` stands in for it);
-    then a repository up from `start`; then a plain directory with `.agent-runtime`."""
-    here = os.path.abspath(start)
-    env_dir = os.environ.get("GIT_DIR")
-    if env_dir:
-        env_tree = os.environ.get("GIT_WORK_TREE")
-        root = os.path.normpath(os.path.join(here, env_tree)) if env_tree else here
-        git_dir: str | None = os.path.normpath(os.path.join(here, env_dir))
-        if git_dir is not None and os.path.isfile(git_dir):    # a `.git` file names it
-            git_dir = _gitfile_target(git_dir)
-        return None if git_dir is None else (root, os.path.join(git_dir, STORE_IN_GIT))
-    while True:
-        dot_git = os.path.join(here, ".git")
-        if os.path.isdir(dot_git):
-            return here, os.path.join(dot_git, STORE_IN_GIT)
-        if os.path.isfile(dot_git):
-            git_dir = _gitfile_target(dot_git)
-            if git_dir is None:
-                return None
-            return here, os.path.join(git_dir, STORE_IN_GIT)
-        parent = os.path.dirname(here)
-        if parent == here:
-            break
-        here = parent
-    here = os.path.abspath(start)
-    while True:
-        runtime = os.path.join(here, NON_GIT_STORE)
-        if os.path.isdir(runtime):
-            return here, runtime
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-
-
-def _gitfile_target(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            text = fh.read().strip()
-    except OSError:
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    target = text[len("gitdir:"):].strip()
-    return os.path.normpath(os.path.join(os.path.dirname(path), target))
 
 
 def request(store: str, op: str, args: Mapping[str, Any] | None = None,

@@ -6,7 +6,8 @@ repository, the dirty set and the attribution tracker, and runs every request to
 completion before the next. The store lock is taken only while something is
 written, so CLI commands keep working beside the daemon.
 
-Requests (one JSON object per connection, see `gitguard.client`):
+Requests (one JSON object per connection, see `gitguard.client`), listed with their
+handlers in OPS at the end of this module:
 
 * `call.begin`, `call.end`, `hook`: a command line, run through the same click
   command as the CLI (same output, same exit code) against the daemon's Guard; the
@@ -27,13 +28,22 @@ import os
 import queue
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pygit2
 
-from gitguard import calls, client, daemon_calls, entry, jsontext, ledger, packing, recovery_daemon
+from gitguard import (
+    calls,
+    daemon_calls,
+    entry,
+    jsontext,
+    ledger,
+    packing,
+    recovery_daemon,
+    store_discovery,
+)
 from gitguard.api import Guard
 from gitguard.engine import Engine, Item, Job
 from gitguard.errors import GitguardError
@@ -53,8 +63,6 @@ IDLE_WAKE_S = 5.0           # an idle daemon wakes this rarely (idle CPU stays n
 BACKOFF_S = 5.0             # after failed idle work (store locked for long, disk full, ...)
 SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause this long
 SYNC_MAX_S = 1.0            # or at the latest this long after the first unsynced row
-CALL_OPS = frozenset(("call.begin", "call.end", "hook", "api.begin_call", "api.end_call",
-                      "hook.claude_code", "hook.git"))
 RESTORE_MAX_S = 300.0       # a restore that never says it ended stops being exempt
 
 
@@ -167,10 +175,9 @@ class Daemon:
             return
         if isinstance(item, Job):
             try:
-                item.done.put((True, item.fn()))
-            except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
+                item.fn()       # a request answers its client itself (SocketServer._run)
+            except Exception:  # noqa: BLE001 - one bad request must not end the daemon
                 self.log.exception("request failed")
-                item.done.put((False, f"{type(exc).__name__}: {exc}"))
             since = engine.pending_since()
             if since is not None and time.monotonic() - since >= SYNC_MAX_S:
                 self.idle()     # calls back to back: a batch of rows, fsynced once
@@ -250,48 +257,31 @@ class Daemon:
 
     # --- requests -----------------------------------------------------------------------
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request's answer, as OPS says. An exception goes to the socket server's
+        error boundary (error_boundary.to_wire)."""
         op = str(request.get("op", ""))
         args = request.get("args") or {}
         if not isinstance(args, dict):
             return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
-        if op == "cli":     # a command line as typed: entry's table says which ones run here
-            found = entry.forwarded(args)
+        if op == "cli":     # a command line as typed (the native client sends every one)
+            found = entry.forwarded(args)       # client.FORWARDED says which ones run here
             if isinstance(found, str):
                 return {"fallback": True, "reason": found}
             op, args = found
-        if op in CALL_OPS:
-            try:
-                with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them
-                    return self._call(op, args)
-            finally:
-                # The whole history a request read (resume, status, a call older than the
-                # window) is kept for the next such request, until calls go on: then only
-                # what the next call needs stays (ledger.py).
-                ledger.trim()
-        return self._other(op, args)
-
-    def _call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        if op in ("call.begin", "call.end", "hook"):
-            self.calls_since_pack += 1
-            return self.run_cli(args)
-        if op in ("api.begin_call", "api.end_call"):
-            self.calls_since_pack += 1
-            return self.run_api(op, args)
-        if op in ("hook.claude_code", "hook.git"):
-            self.calls_since_pack += 1      # their calls end here too: no pack of their own
-            return self.run_hook(op, args)
-        return self._other(op, args)
-
-    def _other(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        if op in recovery_daemon.OPS:
-            return recovery_daemon.handle(self, op, args)
-        simple = {"ping": self.ping, "status": self.status, "stop": self.request_stop,
-                  "flush": self.flush, "rescan": self.rescan, "resync": self.resync,
-                  "gc": self.pack_now, "restore.begin": self.restore_begin,
-                  "restore.end": self.restore_end}
-        if op in simple:
-            return {"exit": 0, "result": simple[op]()}
-        return {"fallback": True, "reason": f"unknown op {op!r}"}
+        known = OPS.get(op)
+        if known is None:
+            return {"fallback": True, "reason": f"unknown op {op!r}"}
+        if not known.call:
+            return known.handler(self, op, args)
+        try:
+            with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them
+                self.calls_since_pack += 1          # a hook's calls end here too: no pack of its own
+                return known.handler(self, op, args)
+        finally:
+            # The whole history a request read (resume, status, a call older than the
+            # window) is kept for the next such request, until calls go on: then only
+            # what the next call needs stays (ledger.py).
+            ledger.trim()
 
     def ping(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "workspace": str(self.ws.root)}
@@ -352,7 +342,7 @@ class Daemon:
         """Whether `discover` finds this daemon's store from cwd. Remembered per directory
         while the client's own look-up (a few stats, no repository opened) gives the same
         answer: a repository created or removed in between changes that answer."""
-        key = client.find_store(cwd)
+        key = store_discovery.find_store(cwd)
         known = self._mine_memo.get(cwd)
         if known is not None and known[0] == key:
             return known[1]
@@ -384,7 +374,7 @@ class Daemon:
             if not self._mine(cwd):
                 return {"fallback": True, "reason": "another workspace"}
             if parsed is not None:
-                code = daemon_calls.run(parsed, self.guard, cli._crash_log)
+                code = daemon_calls.run(parsed, self.guard)
             else:
                 code = cli.run(["-C", cwd, *words], self._open_guard)
         return {"exit": code, "stdout": out.getvalue().decode("utf-8", "surrogateescape"),
@@ -396,26 +386,23 @@ class Daemon:
         return Guard.open(path)
 
     def run_api(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The Python API's begin_call and end_call (gitguard.remote): the entry as JSON."""
         kwargs = args.get("kwargs") or {}
         cwd = str(args.get("cwd", self.ws.root))
         if not os.path.isdir(cwd):
             return {"fallback": True, "reason": "another workspace"}
         env = args.get("env") if isinstance(args.get("env"), dict) else None
-        try:
-            with client_context(cwd, env, b""):
-                if not self._mine(cwd):
-                    return {"fallback": True, "reason": "another workspace"}
-                if op == "api.begin_call":
-                    entry = self.guard.begin_call(kwargs.pop("tool"), kwargs.pop("tool_input"),
-                                                  **kwargs)
-                else:
-                    result = kwargs.get("result")
-                    if kwargs.pop("result_b64", False) and isinstance(result, str):
-                        kwargs["result"] = base64.b64decode(result)
-                    entry = self.guard.end_call(**kwargs)
-        except GitguardError as exc:
-            return {"exit": exc.exit_code, "error": {"class": type(exc).__name__,
-                                                     "message": exc.message, "hint": exc.hint}}
+        with client_context(cwd, env, b""):
+            if not self._mine(cwd):
+                return {"fallback": True, "reason": "another workspace"}
+            if op == "api.begin_call":
+                entry = self.guard.begin_call(kwargs.pop("tool"), kwargs.pop("tool_input"),
+                                              **kwargs)
+            else:
+                result = kwargs.get("result")
+                if kwargs.pop("result_b64", False) and isinstance(result, str):
+                    kwargs["result"] = base64.b64decode(result)
+                entry = self.guard.end_call(**kwargs)
         return {"exit": 0, "entry": entry.to_json()}
 
     def run_hook(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -428,19 +415,54 @@ class Daemon:
             handle = module.handle
         except (ImportError, AttributeError):
             return {"fallback": True, "reason": f"gitguard.integrations.{name} is not available"}
-        try:
-            if op == "hook.claude_code":
-                result = handle(self.guard, dict(args.get("payload") or {}))
-                return {"exit": 0, "result": result, "stderr": "",
-                        "stdout": jsontext.dumps(result)}
-            code, output = handle(self.guard, str(args.get("name")),
-                                  [str(a) for a in args.get("args") or []],
-                                  base64.b64decode(args.get("stdin") or ""))
-            return {"exit": code, "stdout": output, "stderr": ""}
-        except GitguardError as exc:
-            return {"exit": exc.exit_code, "stdout": "",
-                    "stderr": f"Error: {exc.message}\n" + (f"Hint: {exc.hint}\n" if exc.hint
-                                                           else "")}
+        if op == "hook.claude_code":
+            result = handle(self.guard, dict(args.get("payload") or {}))
+            return {"exit": 0, "result": result, "stderr": "", "stdout": jsontext.dumps(result)}
+        code, output = handle(self.guard, str(args.get("name")),
+                              [str(a) for a in args.get("args") or []],
+                              base64.b64decode(args.get("stdin") or ""))
+        return {"exit": code, "stdout": output, "stderr": ""}
+
+    def forward_cli(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A command line a client forwarded (client.FORWARDED), run as the CLI runs it."""
+        return self.run_cli(args)
+
+
+Handler = Callable[[Daemon, str, dict[str, Any]], dict[str, Any]]
+
+
+class Op(NamedTuple):
+    handler: Handler
+    call: bool          # a tool call's request: timed for `status`, counted toward packing
+
+
+def _result(method: Callable[[Daemon], Any]) -> Handler:
+    """A request the daemon answers with what one of its methods returns."""
+    return lambda daemon, op, args: {"exit": 0, "result": method(daemon)}
+
+
+# What the daemon answers: every op, its handler, and whether it is a tool call's.
+# Anything else is answered `fallback` (the client does the work itself).
+OPS: dict[str, Op] = {
+    "call.begin": Op(Daemon.forward_cli, call=True),
+    "call.end": Op(Daemon.forward_cli, call=True),
+    "hook": Op(Daemon.forward_cli, call=True),
+    "resume": Op(recovery_daemon.handle, call=False),
+    "explain": Op(recovery_daemon.handle, call=False),
+    "api.begin_call": Op(Daemon.run_api, call=True),
+    "api.end_call": Op(Daemon.run_api, call=True),
+    "hook.claude_code": Op(Daemon.run_hook, call=True),
+    "hook.git": Op(Daemon.run_hook, call=True),
+    "ping": Op(_result(Daemon.ping), call=False),
+    "status": Op(_result(Daemon.status), call=False),
+    "stop": Op(_result(Daemon.request_stop), call=False),
+    "flush": Op(_result(Daemon.flush), call=False),
+    "rescan": Op(_result(Daemon.rescan), call=False),
+    "resync": Op(_result(Daemon.resync), call=False),
+    "gc": Op(_result(Daemon.pack_now), call=False),
+    "restore.begin": Op(_result(Daemon.restore_begin), call=False),
+    "restore.end": Op(_result(Daemon.restore_end), call=False),
+}
 
 
 def _rss_kb() -> int:

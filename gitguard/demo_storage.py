@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gitguard import gc, packing, sealing, trace, trace_view
+from gitguard import errors, gc, packing, sealing, trace, trace_view
 from gitguard.api import Guard
 
 Echo = Callable[[str], None]
@@ -98,7 +98,7 @@ def _encrypted_and_collected(echo: Echo, root: Path) -> None:
         with _env(GITGUARD_KEY=sealing.new_key_text()):
             try:
                 Guard.open(repo).store.read_artifact("artifacts/result_call_1.txt")
-            except sealing.KeyProblem as exc:
+            except errors.KeyProblem as exc:
                 echo(f"with another key: Error: {exc.message}")
         echo(f"with the key: {guard.store.read_artifact('artifacts/result_call_1.txt')!r}")
         objects = packing.objects_dir(guard.ws)

@@ -32,7 +32,7 @@ import os
 import queue
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pygit2
@@ -70,10 +70,9 @@ REPLANT_S = 0.5             # a silent queue this long: plant another barrier
 
 @dataclass
 class Job:
-    """Work for the worker thread from another thread; the reply comes back on `done`."""
+    """Work for the worker thread from another thread (a request answers its own client)."""
 
     fn: Callable[[], Any]
-    done: queue.SimpleQueue[tuple[bool, Any]] = field(default_factory=queue.SimpleQueue)
 
 
 Item = Raw | Job

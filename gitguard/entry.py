@@ -15,16 +15,12 @@ from __future__ import annotations
 import os
 import sys
 
-from gitguard import client
+from gitguard import client, store_discovery
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: `typing` costs milliseconds to import
 if TYPE_CHECKING:
     from typing import Any
 
-FAST = (("call", "begin"), ("call", "end"), ("hook",))
-# Answered by the daemon too (gitguard.recovery_daemon): run after an agent crash, when
-# the daemon usually still runs with the ledger read and the workspace tree current.
-RECOVERY = (("resume",), ("explain",))
 _STDIN_OPTIONS = ("--input-file", "--result-file")
 
 
@@ -41,17 +37,12 @@ def split_global(argv: list[str], cwd: str | None = None) -> tuple[str, list[str
     return os.path.abspath(cwd), rest
 
 
-def is_fast(rest: list[str]) -> bool:
+def op_of(rest: list[str]) -> str | None:
+    """The daemon's op for a command line it answers (client.FORWARDED); None for any
+    other (help included: click writes it)."""
     if any(a in ("-h", "--help") for a in rest):
-        return False
-    return any(tuple(rest[:len(verb)]) == verb for verb in FAST + RECOVERY)
-
-
-def op_of(rest: list[str]) -> str:
-    """The daemon's name for a forwarded command line."""
-    if rest[0] in ("hook", "resume", "explain"):
-        return rest[0]
-    return f"call.{rest[1]}"
+        return None
+    return client.FORWARDED.get(tuple(rest[:2])) or client.FORWARDED.get(tuple(rest[:1]))
 
 
 def forwarded(args: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
@@ -65,10 +56,11 @@ def forwarded(args: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
     if isinstance(env, dict) and env.get("GITGUARD_FAULT"):
         return "fault injection kills the client's own process"
     parsed = split_global(argv, cwd)
-    if parsed is None or not is_fast(parsed[1]):
+    op = None if parsed is None else op_of(parsed[1])
+    if parsed is None or op is None:
         return "not a command the daemon runs"
     where, rest = parsed
-    return op_of(rest), {**args, "argv": rest, "cwd": where}
+    return op, {**args, "argv": rest, "cwd": where}
 
 
 def wants_stdin(rest: list[str]) -> bool:
@@ -87,10 +79,11 @@ def try_daemon(argv: list[str]) -> int | None:
     if os.environ.get("GITGUARD_FAULT"):
         return None     # fault injection kills *this* process at a named point
     parsed = split_global(argv)
-    if parsed is None or not is_fast(parsed[1]):
+    op = None if parsed is None else op_of(parsed[1])
+    if parsed is None or op is None:
         return None
     cwd, rest = parsed
-    found = client.find_store(cwd)
+    found = store_discovery.find_store(cwd)
     if found is None:
         return None
     root, store = found
@@ -106,10 +99,13 @@ def try_daemon(argv: list[str]) -> int | None:
             _replay_stdin(stdin)
         return None
     except client.Broken as exc:
-        sys.stderr.write(f"Error: the gitguard daemon stopped while handling this: {exc}\n"
-                         "Hint: check `gitguard ledger` before repeating the call; "
-                         "`gitguard daemon status` says whether it runs\n")
-        return 3
+        from gitguard.error_boundary import report
+        from gitguard.errors import DaemonStopped
+
+        return report(DaemonStopped(
+            f"the gitguard daemon stopped while handling this: {exc}",
+            "check `gitguard ledger` before repeating the call; `gitguard daemon status` "
+            "says whether it runs"))
     sys.stdout.buffer.write(client.out_bytes(answer.get("stdout")))
     sys.stdout.flush()
     sys.stderr.buffer.write(client.out_bytes(answer.get("stderr")))
@@ -185,7 +181,7 @@ def local_answer(argv: list[str]) -> int | None:
 def scans(rest: list[str], stdin: bytes | None) -> str | None:
     """The directory whose workspace this command will scan first thing (its `git status`),
     as the command itself will find it; None when it may not scan at all."""
-    if not is_fast(rest):
+    if op_of(rest) is None:
         return None
     if rest[0] == "resume" or rest[:2] == ["call", "begin"]:
         return ""
@@ -237,7 +233,7 @@ def early_scan(argv: list[str]) -> None:
     where = scans(parsed[1], _stdin_read)
     if where is None:
         return
-    found = client.find_store(os.path.join(parsed[0], where))
+    found = store_discovery.find_store(os.path.join(parsed[0], where))
     if found is not None:
         import atexit
 

@@ -1,4 +1,4 @@
-"""The one error boundary: domain code raises these, only the CLI turns them into exit codes."""
+"""The errors domain code raises; `gitguard.error_boundary` turns them into exit codes."""
 
 from __future__ import annotations
 
@@ -14,44 +14,90 @@ EXIT_NOT_RUNNING = 6        # `daemon status` only: no daemon runs for this work
 
 
 class GitguardError(Exception):
-    """An error the user can fix: a short message and a hint saying how."""
+    """An error the user can fix: a short message and a hint saying how.
+
+    `code` names the class on the daemon's wire (`error_boundary.to_wire`): the client
+    rebuilds the same class from it, whatever the classes are called in either version."""
 
     exit_code = EXIT_USER
+    code = "error"
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__ and BY_CODE.setdefault(cls.code, cls) is not cls:
+            raise TypeError(f"{cls.__name__}: error code {cls.code!r} is taken")
+
+
+BY_CODE: dict[str, type[GitguardError]] = {GitguardError.code: GitguardError}
+
 
 class NotAWorkspace(GitguardError):
     """The path is unusable as a workspace (bare repository, missing directory)."""
+
+    code = "not_a_workspace"
 
 
 class StoreError(GitguardError):
     """The store is missing, unreadable, locked or corrupt."""
 
+    code = "store"
+
 
 class CorruptRecord(StoreError):
     """A checksummed record does not match: never silently skipped."""
+
+    code = "corrupt_record"
 
 
 class IllegalTransition(GitguardError):
     """A ledger status change the state machine forbids."""
 
+    code = "illegal_transition"
+
 
 class UnknownId(GitguardError):
     """A call, checkpoint or session id that does not exist."""
+
+    code = "unknown_id"
 
 
 class ReplayRefused(GitguardError):
     """The replay policy refuses to run a call again."""
 
     exit_code = EXIT_REFUSED
+    code = "replay_refused"
 
 
 class UnsafePath(GitguardError):
     """A path that would leave the workspace."""
+
+    code = "unsafe_path"
+
+
+class KeyProblem(GitguardError):
+    """The store's encryption key is missing, malformed or not this store's key."""
+
+    code = "key_problem"
+
+
+class DaemonStopped(GitguardError):
+    """The daemon took a request and gave no answer (it died or hung): whether the request
+    ran is unknown."""
+
+    exit_code = EXIT_INTERNAL
+    code = "daemon_stopped"
+
+
+class InternalError(GitguardError):
+    """A bug, as the user is told about it: the hint names the crash log."""
+
+    exit_code = EXIT_INTERNAL
+    code = "internal"
 
 
 # errno values that say the machine, not gitguard, is short of something the user can give
@@ -162,7 +208,7 @@ def _quoted_path(text: str) -> str | None:
 
 def _store_here() -> str | None:
     """The store of the current directory (an OSError without a file name)."""
-    from gitguard.client import find_store
+    from gitguard.store_discovery import find_store
 
     try:
         found = find_store(os.getcwd())

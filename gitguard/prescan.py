@@ -58,7 +58,7 @@ def _stat_of(path: str) -> tuple[int, int, int, int] | None:
 
 
 def git_dir_of(store: str) -> str:
-    """The git dir `workspace.discover` pairs with a store `client.find_store` found."""
+    """The git dir `workspace.discover` pairs with a store `store_discovery.find_store` found."""
     if os.path.basename(store) == "gitguard":      # <git dir>/gitguard
         return os.path.dirname(store)
     return os.path.join(store, "objects.git")       # .agent-runtime/objects.git

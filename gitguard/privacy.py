@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gitguard import durable, sealing
-from gitguard.errors import StoreError
+from gitguard.errors import KeyProblem, StoreError
 from gitguard.settings import Settings, load
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class Privacy:
         key = sealing.load_key(self.settings.keyring_user)
         recorded = self.recorded_key_id()
         if recorded is not None and recorded != key.key_id:
-            raise sealing.KeyProblem(
+            raise KeyProblem(
                 f"the key given is not this store's key (store key id {recorded}, "
                 f"given key id {key.key_id})", sealing.KEY_HINT)
         return key

@@ -20,12 +20,10 @@ from gitguard import ledger
 if TYPE_CHECKING:
     from gitguard.daemon import Daemon
 
-OPS = ("resume", "explain")
-
 
 def handle(daemon: Daemon, op: str, args: dict[str, Any]) -> dict[str, Any]:
     argv = args.get("argv")
-    if op not in OPS or not isinstance(argv, list) or argv[:1] != [op]:
+    if not isinstance(argv, list) or argv[:1] != [op]:
         return {"fallback": True, "reason": f"not a `gitguard {op}` command line"}
     answer = daemon.run_cli(args)
     if op == "resume" and not answer.get("fallback"):

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
-from gitguard import client, errors
+from gitguard import client, error_boundary, errors
 from gitguard.models import ToolLedgerEntry
 
 if TYPE_CHECKING:
@@ -72,19 +72,9 @@ def _call(guard: Guard, op: str, kwargs: dict[str, Any]) -> ToolLedgerEntry | No
     except client.Unreachable:
         return None
     except client.Broken as exc:
-        raise errors.GitguardError(f"the gitguard daemon stopped while handling {op}: {exc}",
+        raise errors.DaemonStopped(f"the gitguard daemon stopped while handling {op}: {exc}",
                                    "check `gitguard ledger` before repeating the call") from None
-    error = answer.get("error")
-    if isinstance(error, dict):
-        cls = getattr(errors, str(error.get("class")), errors.GitguardError)
-        if not (isinstance(cls, type) and issubclass(cls, errors.GitguardError)):
-            cls = errors.GitguardError
-        raise cls(str(error.get("message")), error.get("hint"))
     entry = answer.get("entry")
-    if not isinstance(entry, dict):     # the daemon's own failure, as Error/Hint text
-        lines = str(answer.get("stderr") or "").splitlines()
-        message = next((ln[7:] for ln in lines if ln.startswith("Error: ")),
-                       f"the gitguard daemon could not run {op}")
-        hint = next((ln[6:] for ln in lines if ln.startswith("Hint: ")), None)
-        raise errors.GitguardError(message, hint)
+    if not isinstance(entry, dict):     # raised in the daemon: raised here again, the same
+        raise error_boundary.from_wire(answer, op)
     return ToolLedgerEntry.model_validate(entry)

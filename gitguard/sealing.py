@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from gitguard.errors import CorruptRecord, GitguardError
+from gitguard.errors import CorruptRecord
+from gitguard.errors import KeyProblem as KeyProblem  # raised here; `sealing.KeyProblem` stays
 
 MAGIC = b"GGE\x01"
 KEY_ID_LEN = 8
@@ -31,10 +32,6 @@ ALGORITHM = "AES-256-GCM"
 KEYRING_SERVICE = "gitguard"
 KEY_HINT = ("set GITGUARD_KEY to the store's key (base64 of 32 bytes), or keep it in the "
             "system keyring: `gitguard key generate --keyring`")
-
-
-class KeyProblem(GitguardError):
-    """The key is missing, malformed or not this store's key."""
 
 
 # `cryptography` is imported where a key is used, not with this module: every store

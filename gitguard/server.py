@@ -41,10 +41,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitguard import jsontext, wire
+from gitguard import error_boundary, jsontext, wire
 from gitguard.client import SOCKET_NAME, TAKEN
 from gitguard.engine import Item, Job
-from gitguard.errors import translate
+from gitguard.errors import GitguardError
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_REQUEST = 64 * 1024 * 1024
@@ -392,29 +392,15 @@ class SocketServer:
         try:
             return wire.encode(self.handler(request))
         except Exception as exc:  # noqa: BLE001 - one bad request must not end the daemon
-            known = translate(exc)
-            if known is not None:
-                return wire.encode({"exit": known.exit_code, "stdout": "",
-                                    "stderr": _error_text(known.message, known.hint)})
-            self.log.exception("request failed")
-            return wire.encode(self._internal_error(f"{type(exc).__name__}: {exc}"))
-
-    def _internal_error(self, value: object) -> dict[str, Any]:
-        return {"exit": 3, "stdout": "",
-                "stderr": f"Error: internal error in the gitguard daemon: {value}\n"
-                          f"Hint: this is a bug in gitguard; see {self.store_dir}"
-                          "/daemon.log\n"}
-
-
-def _error_text(message: str, hint: str | None) -> str:
-    return f"Error: {message}\n" + (f"Hint: {hint}\n" if hint else "")
+            if not isinstance(exc, GitguardError):
+                self.log.exception("request failed")
+            return wire.encode(error_boundary.to_wire(exc, self.store_dir))
 
 
 def _bad_request(why: str) -> dict[str, Any]:
-    return {"exit": 1, "stdout": "", "stderr": _error_text(
+    return error_boundary.to_wire(GitguardError(
         f"the gitguard daemon refused a request: {why}",
-        "gitguard's clients send well-formed requests; another program wrote to "
-        "daemon.sock")}
+        "gitguard's clients send well-formed requests; another program wrote to daemon.sock"))
 
 
 def _request(data: bytes) -> tuple[dict[str, Any] | None, str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pygit2
 
 from gitguard.errors import NotAWorkspace, UnsafePath
-
-NON_GIT_STORE = ".agent-runtime"
+from gitguard.store_discovery import NON_GIT_STORE as NON_GIT_STORE
+from gitguard.store_discovery import STORE_IN_GIT, find_git_dir, find_runtime_root
 
 
 @dataclass(frozen=True)
@@ -32,39 +32,36 @@ def discover(start: Path) -> Workspace:
     """The workspace `start` lies in, as git finds it: `GIT_DIR` (with `GIT_WORK_TREE` or
     `core.worktree`) first, then a repository up from `start`, else a plain directory.
 
-    Whenever there is a git dir the store is in it, never in the working tree, where
-    `git add -A` would commit it (client.find_store and nativeclient.c agree)."""
+    The git dir and the store come from gitguard.store_discovery, the rule the hooks'
+    client (find_store) follows too; this opens the repository to learn its working tree."""
     start = start.resolve()
     if not start.is_dir():
         raise NotAWorkspace(f"{start} is not a directory", "run gitguard inside your project")
     env_dir = os.environ.get("GIT_DIR")
-    if env_dir:
-        named = os.path.join(start, env_dir)
-        if not os.path.exists(os.path.join(named, "HEAD")) and not os.path.isfile(named):
+    found = find_git_dir(str(start))
+    if found is not None:
+        git_dir, tree = found
+        if env_dir and not (os.path.exists(os.path.join(git_dir, "HEAD"))
+                            or os.path.isfile(git_dir)):
             raise NotAWorkspace(f"GIT_DIR={env_dir} is not a git repository",
                                 "unset GIT_DIR, or point it at your repository's git dir")
-        found: str | None = named
-    else:
-        ceilings = os.environ.get("GIT_CEILING_DIRECTORIES", "")
-        found = (pygit2.discover_repository(str(start), False, ceilings) if ceilings
-                 else pygit2.discover_repository(str(start)))
-    if found is not None:
-        repo = _open(found)
-        root = _work_tree(repo, start, bool(env_dir))
+        repo = _open(git_dir)
+        root = _work_tree(repo, tree)
         if root is None:
             raise NotAWorkspace(
-                f"{Path(found)} is a bare repository: there is no working tree to guard",
+                f"{Path(git_dir)} is a bare repository: there is no working tree to guard",
                 "run gitguard in a clone or a worktree of it, or set GIT_WORK_TREE",
             )
         worktree_git_dir = Path(repo.path).resolve()
         return Workspace(
             root=root,
             git_dir=worktree_git_dir,
-            store_dir=worktree_git_dir / "gitguard",
+            store_dir=worktree_git_dir / STORE_IN_GIT,
             is_git=True,
             worktree_git_dir=worktree_git_dir,
         )
-    root = _find_runtime_root(start)
+    runtime_root = find_runtime_root(str(start))
+    root = Path(runtime_root) if runtime_root is not None else start
     store = root / NON_GIT_STORE
     return Workspace(root=root, git_dir=store / "objects.git", store_dir=store, is_git=False)
 
@@ -85,31 +82,19 @@ def _open(found: str) -> pygit2.Repository:
             f"safe.directory {top}") from None
 
 
-def _work_tree(repo: pygit2.Repository, start: Path, from_env: bool) -> Path | None:
-    """Where git would say the working tree is: GIT_WORK_TREE, core.worktree, the
-    directory a `.git` sits in; with GIT_DIR alone on a non-bare repository, `start`."""
-    env_tree = os.environ.get("GIT_WORK_TREE")
-    if env_tree:
-        return Path(os.path.join(start, env_tree)).resolve()
+def _work_tree(repo: pygit2.Repository, tree: str | None) -> Path | None:
+    """Where git would say the working tree is: GIT_WORK_TREE, core.worktree, else where
+    the rule found the `.git` (`tree`; with GIT_DIR alone, the start); None when bare.
+
+    Not `repo.workdir` there: opened by its git dir, a repository made with
+    `--separate-git-dir` says the git dir's parent."""
+    if os.environ.get("GIT_WORK_TREE") and tree is not None:
+        return Path(tree).resolve()
     if "core.worktree" in repo.config and repo.workdir is not None:
         return Path(repo.workdir).resolve()
-    if repo.is_bare or repo.workdir is None:
+    if repo.is_bare or tree is None:
         return None
-    return start if from_env else Path(repo.workdir).resolve()
-
-
-def _find_runtime_root(start: Path) -> Path:
-    """The nearest directory up from `start` holding a store, as git finds `.git`: it never
-    climbs into a directory of GIT_CEILING_DIRECTORIES (so a stray store in /tmp is not
-    every temporary directory's)."""
-    ceilings = {Path(p).resolve() for p in os.environ.get("GIT_CEILING_DIRECTORIES", "")
-                .split(os.pathsep) if os.path.isabs(p)}
-    for candidate in (start, *start.parents):
-        if (candidate / NON_GIT_STORE).is_dir():
-            return candidate
-        if candidate.parent in ceilings:
-            break
-    return start
+    return Path(tree).resolve()
 
 
 def ensure_object_store(ws: Workspace) -> None:

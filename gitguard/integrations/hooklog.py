@@ -14,7 +14,7 @@ LOG_NAME = "hook-errors.log"
 def log_failure(store_root: Path | None, what: str, exc: BaseException) -> str:
     """Append the traceback to the store's hook log, else to one in the user's private
     state directory (never a shared temp directory, never through a symlink); its path."""
-    from gitguard.callcli import private_dir, state_dir
+    from gitguard.error_boundary import private_dir, state_dir
 
     text = (f"--- {clock.stamp()} {what}\n" + "".join(traceback.format_exception(exc))
             ).encode("utf-8", "replace")

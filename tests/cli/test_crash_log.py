@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import callcli, clock
+from gitguard import clock, error_boundary
 
 NOW = "2026-03-01T10:00:00Z"
 
@@ -33,7 +33,7 @@ def no_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_without_a_store_the_log_goes_to_a_private_state_directory(no_store: Path) -> None:
-    where = Path(callcli.crash_log(boom()))
+    where = Path(error_boundary.crash_log(boom()))
     assert where.parent == no_store
     assert stat.S_IMODE(no_store.stat().st_mode) == 0o700
     assert stat.S_IMODE(where.stat().st_mode) == 0o600
@@ -41,7 +41,7 @@ def test_without_a_store_the_log_goes_to_a_private_state_directory(no_store: Pat
 
 
 def test_one_log_per_crash(no_store: Path) -> None:
-    first, second = callcli.crash_log(boom()), callcli.crash_log(boom())
+    first, second = error_boundary.crash_log(boom()), error_boundary.crash_log(boom())
     assert first != second
     assert all(Path(p).stat().st_size > 0 for p in (first, second))
 
@@ -60,7 +60,7 @@ def test_a_planted_symlink_is_never_written_through(no_store: Path, tmp_path: Pa
     planted.append(tmp / f"gitguard-crash-{os.getpid()}.log")
     for link in planted:
         link.symlink_to(victim)
-    where = Path(callcli.crash_log(boom()))
+    where = Path(error_boundary.crash_log(boom()))
     assert victim.read_bytes() == b"precious\n"
     assert all(link.is_symlink() for link in planted)
     assert where not in planted and not where.is_symlink()
@@ -72,7 +72,7 @@ def test_a_symlinked_state_directory_is_refused(no_store: Path, tmp_path: Path) 
     elsewhere.mkdir()
     no_store.parent.mkdir(parents=True)
     no_store.symlink_to(elsewhere)
-    said = callcli.crash_log(boom())
+    said = error_boundary.crash_log(boom())
     assert said.startswith("not written")
     assert list(elsewhere.iterdir()) == []
 
@@ -83,7 +83,7 @@ def test_in_a_workspace_the_log_goes_to_the_store(repo: Path,
 
     gg(repo, "init", "--no-hooks", "--no-daemon")
     monkeypatch.chdir(repo)
-    where = Path(callcli.crash_log(boom()))
+    where = Path(error_boundary.crash_log(boom()))
     assert where.parent == repo / ".git" / "gitguard"
     assert stat.S_IMODE(where.stat().st_mode) == 0o600 and where.stat().st_size > 0
 

@@ -2,7 +2,7 @@
 core.worktree, another user's repository, a linked worktree removed under its daemon.
 
 The store sits in the git dir whenever there is one, so `git add -A` can never commit it;
-every store discovery (workspace.discover, client.find_store, the native client) agrees."""
+every store discovery (workspace.discover, store_discovery.find_store, the native client) agrees."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import client, nativeclient
+from gitguard import client, nativeclient, store_discovery
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import alive, wait_for
@@ -58,7 +58,7 @@ def test_a_dotfiles_store_is_in_the_git_dir_and_git_add_never_sees_it(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert discover(home).store_dir == bare.resolve() / "gitguard"
-    assert client.find_store(str(home)) == (str(home), str(bare / "gitguard"))
+    assert store_discovery.find_store(str(home)) == (str(home), str(bare / "gitguard"))
 
 
 def test_core_worktree_keeps_the_store_in_the_git_dir(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_every_discovery_agrees_on_a_git_dir_from_the_environment(
         assert "Hint: " in proc.stderr
         return
     assert discover(side).store_dir == admin.resolve() / "gitguard"
-    found = client.find_store(str(side))
+    found = store_discovery.find_store(str(side))
     assert found is not None and Path(found[1]).resolve() == admin.resolve() / "gitguard"
 
 
