@@ -275,7 +275,7 @@ class Daemon:
             return known.handler(self, op, args)
         try:
             with self.request_stats.measured(op):   # wall, CPU, fsyncs: `status` reports them
-                self.calls_since_pack += 1          # a hook's calls end here too: no pack of its own
+                self.calls_since_pack += 1      # a hook's calls end here too: no pack of its own
                 return known.handler(self, op, args)
         finally:
             # The whole history a request read (resume, status, a call older than the
