@@ -132,11 +132,11 @@ def _split(samples_ms: tuple[float, ...], served: dict[str, Any]) -> str:
 def _core(ctx: CaseContext, files: int) -> Measurement:
     """Barrier, events drained, tree from the previous one, snapshot commit: in-process."""
     try:
-        from gitguard.daemon import Daemon
-        from gitguard.store import Store
+        from gitguard.daemon.daemon import Daemon
+        from gitguard.storage.store import Store
         from gitguard.workspace import discover
     except Exception as exc:  # noqa: BLE001 - any failure to import means "skip this row"
-        raise Skip(f"gitguard.daemon not usable: {type(exc).__name__}: {exc}") from exc
+        raise Skip(f"gitguard.daemon.daemon not usable: {type(exc).__name__}: {exc}") from exc
     ws = discover(ctx.repo)
     Store(ws).create()
     log = logging.getLogger("bench.daemon")

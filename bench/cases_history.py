@@ -33,9 +33,9 @@ TIME_RATIO = 1.2
              f"per call at 10,000 <= {TIME_RATIO:g}x at 100")
 def daemon_history(ctx: CaseContext) -> Measurement:
     try:
-        from gitguard import client
+        from gitguard.ipc import client
     except Exception as exc:  # noqa: BLE001 - any failure to import means "skip this row"
-        raise Skip(f"gitguard.client not usable: {type(exc).__name__}: {exc}") from exc
+        raise Skip(f"gitguard.ipc.client not usable: {type(exc).__name__}: {exc}") from exc
     _started(ctx)
     store = str(ctx.repo / ".git" / "gitguard")
     cwd = str(ctx.repo)

@@ -39,7 +39,7 @@ def _module(name: str) -> Any:
 
 def _long_run(repo: Path) -> Any:
     """A guard on `repo` whose session has CALLS finished calls."""
-    ledger, clock, models = _module("ledger"), _module("clock"), _module("models")
+    ledger, clock, models = _module("ledger.journal"), _module("clock"), _module("models")
     guard = _module("api").Guard.init(repo)
     guard.start_session("bench")
     guard.checkpoint("manual", "step_0", state={"plan": ["long run"]},
@@ -73,7 +73,7 @@ def _long_run(repo: Path) -> Any:
 
 
 def _forget() -> None:
-    """Drop what this process remembers of earlier reads (gitguard.tailcache marks)."""
+    """Drop what this process remembers of earlier reads (gitguard.storage.journal_tail marks)."""
     for name in ("ledger", "checkpoints"):
         forget = getattr(_module(name), "forget", None)
         if forget is not None:
@@ -82,7 +82,7 @@ def _forget() -> None:
 
 def _crash_and_resume(ctx: CaseContext, cold: bool) -> Measurement:
     guard = _long_run(ctx.repo)
-    fold_cache = _module("ledger_fold").cache_path(guard.store.ledger_path)
+    fold_cache = _module("ledger.fold").cache_path(guard.store.ledger_path)
     probe = IndexProbe(ctx.repo)
     size = guard.store.ledger_path.stat().st_size
     samples: list[float] = []

@@ -46,9 +46,10 @@ def _counting(counts: dict[str, int]) -> Iterator[None]:
 def _rollback(ctx: CaseContext, files: int) -> Measurement:
     try:
         from gitguard.api import Guard
-        from gitguard.rollback import rollback_files
+        from gitguard.rollback.rollback_files import rollback_files
     except Exception as exc:  # noqa: BLE001 - any failure to import means "skip this row"
-        raise Skip(f"gitguard.rollback not usable: {type(exc).__name__}: {exc}") from exc
+        raise Skip(f"gitguard.rollback.rollback_files not usable: {type(exc).__name__}: "
+                   f"{exc}") from exc
     guard: Any = Guard.init(ctx.repo)
     try:
         guard.checkpoint(kind="manual", step_id="s0")      # the first snapshot, untimed

@@ -11,11 +11,11 @@ every part.
 Three rows: each edit to a different file (the objects' worst case), 1,000 edits
 round-robin over a working set of 50 files (an agent editing the same files again and
 again; the versions delta against each other), both with gc as configured by default
-(ending with the whole-repository repack, gitguard.gc_repack), and the distinct-files
+(ending with the whole-repository repack, gitguard.retention.repack), and the distinct-files
 case with that repack turned off (gitguard's own pack only; the note prints its floor).
 
 The edits go through the Python API. By default a gitguard daemon runs for the
-repository, so the API's calls go through it (gitguard/remote.py) and each costs
+repository, so the API's calls go through it (gitguard/ipc/api_client.py) and each costs
 O(changed), as an agent's hooks do; without a daemon each call scans the whole
 repository (~30 minutes for 1,000 calls at 100k files). BENCH_STORAGE_DAEMON=0 drives
 them in-process without one; then `call end`'s own packing check keeps the loose
@@ -64,7 +64,8 @@ def _gg(repo: Path, *args: str) -> None:
 
 def _modules() -> tuple[Any, Any, Any, Any]:
     try:
-        names = ("gitguard.api", "gitguard.gc", "gitguard.packing", "gitguard.verify")
+        names = ("gitguard.api", "gitguard.retention.collect", "gitguard.git.packing",
+                 "gitguard.storage.verify")
         return tuple(importlib.import_module(n) for n in names)  # type: ignore[return-value]
     except Exception as exc:  # noqa: BLE001 - a broken import means "skip this row"
         raise Skip(f"gitguard storage modules not usable: {type(exc).__name__}: {exc}") from exc
@@ -119,7 +120,7 @@ class WorkingSetEditor(Editor):
 @case(GG_GC_ROW, group="storage", target=".git growth <= 2 MB, loose < 6700", first=True)
 def edits_then_gc(ctx: CaseContext) -> Measurement:
     """Each edit to a different file, and gc as configured by default: it ends with the
-    whole-repository repack (gitguard.gc_repack), so gitguard's objects are deltas."""
+    whole-repository repack (gitguard.retention.repack), so gitguard's objects are deltas."""
     return _edits_then_gc(ctx, Editor(ctx.repo), floor=False, repack=True)
 
 
@@ -212,7 +213,7 @@ def _edits_then_gc(ctx: CaseContext, editor: Editor, floor: bool,
     small = sum(parts.values()) - sum(b for _, b in big)
     store_parts = ", ".join([*(f"{name} {_mb(size)}" for name, size in big),
                              f"{len(parts) - len(big)} other files {_mb(small)}"])
-    driven = ("through a running daemon (Python API -> gitguard/remote.py)" if DAEMON
+    driven = ("through a running daemon (Python API -> gitguard/ipc/api_client.py)" if DAEMON
               else "in-process, no daemon")
     note = (f"the edits added {_mb(git_after)} to .git after gc, objects {_mb(objects_after)} "
             f"of it; store now {_mb(sum(parts.values()))} ({store_parts}); set-up before the "

@@ -1,7 +1,7 @@
 """gitguard: a workspace guard for coding agents.
 
 The package root stays import-light: the per-tool-call hook path imports
-`gitguard.client` alone. `from gitguard import Guard` loads the full API lazily.
+`gitguard.ipc.client` alone. `from gitguard import Guard` loads the full API lazily.
 """
 
 from __future__ import annotations

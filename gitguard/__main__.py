@@ -1,3 +1,3 @@
-from gitguard.entry import main
+from gitguard.cli.entry import main
 
 main()

@@ -15,14 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# calls, remote, attribution and attrlog are imported where they are used: `gitguard
-# resume` in a fresh process (no daemon, after a crash) needs none of them; recovery
-# (with recovery_scan and recovery_note, ~15-25 ms of CPU) likewise: `call begin`,
-# `call end` and the hooks of a fresh process need none of it.
-from gitguard import checkpoints, jsontext, ledger, sessions, trace
-from gitguard import messages as message_store
+from gitguard import jsontext
 from gitguard.errors import GitguardError
-from gitguard.gitobjects import EMPTY_TREE, entry_id_at
+from gitguard.git.objects import EMPTY_TREE, entry_id_at
+from gitguard.ledger import journal as ledger
+from gitguard.ledger import sessions
 from gitguard.models import (
     Checkpoint,
     CheckpointIndexRow,
@@ -34,12 +31,20 @@ from gitguard.models import (
     ToolLedgerEntry,
 )
 from gitguard.settings import Settings, load
-from gitguard.snapshot import Snapshotter
-from gitguard.store import Store
+
+# calls, remote, attribution and attrlog are imported where they are used: `gitguard
+# resume` in a fresh process (no daemon, after a crash) needs none of them; recovery
+# (with recovery_scan and recovery_note, ~15-25 ms of CPU) likewise: `call begin`,
+# `call end` and the hooks of a fresh process need none of it.
+from gitguard.snapshot import checkpoints
+from gitguard.snapshot.snapshotter import Snapshotter
+from gitguard.storage import messages as message_store
+from gitguard.storage import trace_log
+from gitguard.storage.store import Store
 from gitguard.workspace import Workspace, discover
 
 if TYPE_CHECKING:
-    from gitguard import recovery
+    from gitguard.recovery import resume as recovery
 
 
 @dataclass
@@ -120,15 +125,15 @@ class Guard:
         a fork) a session."""
         with self.store.writing():
             session = sessions.start(self.store, session_id, agent, parent_id)
-            trace.emit(self.store, "session", "session.start", session_id=session.session_id,
-                       parentId=session.parent_id)
+            trace_log.emit(self.store, "session", "session.start", session_id=session.session_id,
+                           parentId=session.parent_id)
             return session
 
     def end_session(self, session_id: str | None = None) -> Session:
         with self.store.writing():
             target = session_id or _open_id(self.store)
             session = sessions.end(self.store, target)
-            trace.emit(self.store, "session", "session.end", session_id=session.session_id)
+            trace_log.emit(self.store, "session", "session.end", session_id=session.session_id)
             return session
 
     def sessions(self) -> list[Session]:
@@ -141,9 +146,10 @@ class Guard:
                    replay: ReplayPolicy | None = None, risk: RiskLevel | None = None,
                    side_effects: Sequence[str] = (), session_id: str | None = None,
                    confirm: bool = False, force_replay: bool = False) -> ToolLedgerEntry:
-        from gitguard import calls, remote
+        from gitguard.calls import lifecycle as calls
+        from gitguard.ipc import api_client
 
-        through_daemon = remote.begin_call(self, tool, tool_input, {
+        through_daemon = api_client.begin_call(self, tool, tool_input, {
             "step_id": step_id, "call_id": call_id, "writes": writes, "idempotency": idempotency,
             "replay": replay, "risk": risk, "side_effects": side_effects,
             "session_id": session_id, "confirm": confirm, "force_replay": force_replay})
@@ -156,9 +162,10 @@ class Guard:
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:
-        from gitguard import calls, remote
+        from gitguard.calls import lifecycle as calls
+        from gitguard.ipc import api_client
 
-        through_daemon = remote.end_call(self, call_id, status, result)
+        through_daemon = api_client.end_call(self, call_id, status, result)
         if through_daemon is not None:
             return through_daemon
         return calls.end(self, call_id, status, result)
@@ -210,17 +217,17 @@ class Guard:
     # recovery -------------------------------------------------------------------------
     def resume(self, checkpoint_id: str | None = None,
                session_id: str | None = None) -> recovery.ResumeResult:
-        from gitguard import recovery
+        from gitguard.recovery import resume as recovery
 
         return recovery.resume(self, checkpoint_id=checkpoint_id, session_id=session_id)
 
     def explain(self, session_id: str | None = None) -> recovery.Explanation:
-        from gitguard import recovery
+        from gitguard.recovery import resume as recovery
 
         return recovery.explain(self, session_id)
 
     def reconcile(self, call_id: str, status: str, note: str | None = None) -> ToolLedgerEntry:
-        from gitguard import recovery
+        from gitguard.recovery import resume as recovery
 
         return recovery.reconcile(self, call_id, status, note)
 
@@ -249,7 +256,7 @@ class Guard:
                       self._daemon_info())
 
     def _daemon_info(self) -> dict[str, Any]:
-        from gitguard.daemonctl import UNWATCHED_FILE, running_pid
+        from gitguard.daemon.control import UNWATCHED_FILE, running_pid
 
         pid = running_pid(self.store.root)
         info: dict[str, Any] = {"running": pid is not None, "pid": pid}
@@ -269,7 +276,7 @@ class Guard:
             tree = self.snap.write_tree().tree
             base = self._baseline()
             owned = self._owned_changes(base, tree, ledger.read(self.store).in_order())
-        from gitguard import attribution
+        from gitguard.calls import attribution
 
         paths = [d.path for d in owned
                  if side is None or (d.owner == attribution.USER) == (side == "user")]
@@ -285,10 +292,10 @@ class Guard:
 
     def _owned_changes(self, base: str, tree: str, entries: list[ToolLedgerEntry]
                        ) -> list[DirtyPath]:
-        from gitguard import attribution, attrlog
+        from gitguard.calls import attribution, attribution_log
 
         writes = attribution.last_agent_writes(entries)
-        records = attrlog.latest(self.store)
+        records = attribution_log.latest(self.store)
         windows = self._unsettled_windows(entries)
         blind = {call_id for call_id, _, _ in windows}
         result = []

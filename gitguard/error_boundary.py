@@ -8,7 +8,7 @@ print its answer (`report`); the daemon sends it over the wire (`to_wire`) and t
 client raises it again (`from_wire`), the same class, message, hint and exit code.
 
 Standard library only at import: the fresh-process call path imports it before the
-command runs, and `gitguard.entry` when a daemon stops mid-request.
+command runs, and `gitguard.cli.entry` when a daemon stops mid-request.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ directory must not shadow the standard library), the daemon is asked, and when
 none answers `site.main()` does what the interpreter skipped before the full CLI
 runs, exactly as `python -m gitguard` would. -P keeps this file's own directory
 off sys.path (gitguard's `trace` module would shadow the standard library's).
-Standard library only until the fallback, like `gitguard.entry`.
+Standard library only until the fallback, like `gitguard.cli.entry`.
 """
 
 import os
@@ -18,7 +18,7 @@ def main() -> None:
     parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if parent not in sys.path:
         sys.path.append(parent)
-    from gitguard import entry
+    from gitguard.cli import entry
 
     code = entry.local_answer(sys.argv[1:])
     if code is None:
@@ -30,7 +30,7 @@ def main() -> None:
     code = entry.hook_here(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from gitguard.cli import main as cli_main
+    from gitguard.cli.main import main as cli_main
 
     cli_main(sys.argv[1:])
 

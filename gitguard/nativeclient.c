@@ -7,7 +7,7 @@
  * terminal: only the hook commands gitguard writes run this, and their stdin is the
  * hook's payload, a file or /dev/null), connects to <store>/daemon.sock, checks the
  * peer's uid (and that it is not this process) and sends ARGS, its directory, its
- * environment and stdin as one "cli" request in gitguard/wire.py's framing. Which
+ * environment and stdin as one "cli" request in gitguard/ipc/wire.py's framing. Which
  * command lines the daemon runs is the daemon's to say (entry.forwarded), not this
  * program's: it writes the daemon's stdout and stderr and exits with its code, or,
  * whenever the daemon does not run the command (no store, no daemon, a refusal, a

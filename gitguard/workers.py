@@ -9,7 +9,7 @@ the process: a job takes an idle worker, or starts one while the pool is below i
 or waits in the queue. A forked child starts its own workers (the pid check).
 
 `tasks()` has no limit, so a job that waits for another job (a rollback's apply waits
-for its writes) never waits behind a worker that waits for it. gitguard.bgsync's fsync
+for its writes) never waits behind a worker that waits for it. gitguard.storage.fsync_pool's fsync
 pool has one.
 """
 

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from gitguard import bgsync, fileops, workers
+from gitguard import workers
+from gitguard.rollback import fileops
+from gitguard.storage import fsync_pool
 
 
 def test_a_job_returns_its_value_and_workers_are_kept() -> None:
@@ -76,8 +78,8 @@ def test_the_fsync_pool_runs_at_most_its_limit_at_once() -> None:
         with lock:
             running -= 1
 
-    bgsync.wait_all([bgsync.run(job) for _ in range(3 * bgsync.MAX_WORKERS)])
-    assert 1 < peak <= bgsync.MAX_WORKERS
+    fsync_pool.wait_all([fsync_pool.run(job) for _ in range(3 * fsync_pool.MAX_WORKERS)])
+    assert 1 < peak <= fsync_pool.MAX_WORKERS
 
 
 def test_in_threads_keeps_the_order_and_raises_after_every_slice_ended() -> None:

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard import clock, durable
-from gitguard.store import Store
+from gitguard import clock
+from gitguard.storage import durable
+from gitguard.storage.store import Store
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -135,12 +136,12 @@ def call_ids(store: Store) -> frozenset[str]:
 
 def end_task(guard: Guard, ended: Ended) -> bool:
     """End the call of a background task that has ended; False when none is open."""
-    from gitguard import ledger
+    from gitguard.ledger import journal
 
     task = open_tasks(guard.store).get(ended.task_id)
     if task is None:
         return False
-    entry = ledger.read(guard.store).lookup(task[0])
+    entry = journal.read(guard.store).lookup(task[0])
     if entry is not None and entry.status == "started":
         guard.end_call(entry.call_id, ended.status, ended.result)
     note_ended(guard.store, ended.task_id)

@@ -40,10 +40,12 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from gitguard import calls, durable, ledger, sessions, tools, trace
+from gitguard.calls import lifecycle, tools
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
 from gitguard.integrations import background, dangling, hooklog, reach, transcript
+from gitguard.ledger import journal, sessions
 from gitguard.models import TERMINAL
+from gitguard.storage import durable, trace_log
 from gitguard.workspace import safe_relpath
 
 if TYPE_CHECKING:
@@ -163,8 +165,8 @@ def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
             if decision == "deny" else
             "Running it again may repeat its effect; approve only if that is safe."))
         with guard.store.writing():
-            trace.emit(guard.store, "tool", "tool.replay_refused", session_id=session_id,
-                       callId=call_id, tool=tool, decision=decision, reason=refused.message)
+            trace_log.emit(guard.store, "tool", "tool.replay_refused", session_id=session_id,
+                           callId=call_id, tool=tool, decision=decision, reason=refused.message)
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
                                        "permissionDecision": decision,
                                        "permissionDecisionReason": reason}}
@@ -177,7 +179,7 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
                    result: bytes) -> Answer:
     tool, tool_input = _tool(payload)
     call_id, session_id = call_id_of(payload), session_of(payload)
-    entry = ledger.read(guard.store).lookup(call_id) if call_id else None
+    entry = journal.read(guard.store).lookup(call_id) if call_id else None
     if entry is not None and entry.status in TERMINAL:
         return {}  # a repeated event
     if entry is None:
@@ -187,8 +189,8 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
                                  writes=declared_writes(guard, tool, tool_input),
                                  force_replay=True)
         with guard.store.writing():
-            trace.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
-                       callId=entry.call_id, tool=tool)
+            trace_log.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
+                           callId=entry.call_id, tool=tool)
     task = background.launched(payload) if status == "succeeded" else None
     if task is not None:
         # It goes on running: its window stays open until its end is observed.
@@ -271,7 +273,7 @@ def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | N
     another: the copied history of a fork. Stops at the first call gitguard knows."""
     if path is None:
         return None
-    state = ledger.read(guard.store)
+    state = journal.read(guard.store)
     for tool_use_id in transcript.tool_use_ids(path):
         entry = state.lookup(_safe_id(tool_use_id, "tool") or "")
         if entry is not None:
@@ -282,12 +284,12 @@ def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | N
 def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     """Claude Code refused the call after PreToolUse began it: it never ran, owns nothing."""
     call_id = call_id_of(payload)
-    entry = ledger.read(guard.store).lookup(call_id) if call_id else None
+    entry = journal.read(guard.store).lookup(call_id) if call_id else None
     if entry is None or entry.status != "started":
         return {}
     reason = payload.get("reason") or payload.get("message") or "permission denied"
     with suppress(IllegalTransition):       # a repeated event
-        calls.close_unrun(guard, entry.call_id, f"denied: {reason}; the tool did not run")
+        lifecycle.close_unrun(guard, entry.call_id, f"denied: {reason}; the tool did not run")
         dangling.close_windows(guard)
     return {}
 
@@ -327,7 +329,7 @@ def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     if payload.get("source") not in ("resume", "compact", "fork"):
         return {}
     # imported here: every other event (a fresh process each, with no daemon) needs none
-    from gitguard.integrations.recovery_note import recovery_note
+    from gitguard.integrations.session_context import recovery_note
 
     note = recovery_note(guard, session_id)
     if not note:

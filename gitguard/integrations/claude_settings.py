@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitguard import durable, nativeclient
+from gitguard import nativeclient
 from gitguard.errors import GitguardError
+from gitguard.storage import durable
 from gitguard.workspace import Workspace
 
 MARKER = "gitguard hook claude-code"

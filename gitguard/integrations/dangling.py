@@ -27,10 +27,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard import calls, ledger, trace
+from gitguard.calls import lifecycle
 from gitguard.errors import IllegalTransition
 from gitguard.integrations import background, transcript
+from gitguard.ledger import journal
 from gitguard.models import ToolLedgerEntry
+from gitguard.storage import trace_log
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -66,7 +68,7 @@ NO_END = ("no PostToolUse came for it before the agent's {when} event: {why}; ch
 def open_calls(guard: Guard, session_id: str | None) -> list[ToolLedgerEntry]:
     """The agent's calls of this session still `started` (gitguard's own writes excluded,
     and shells running in the background: they did report, and end later)."""
-    state = ledger.read(guard.store)
+    state = journal.read(guard.store)
     running = {call for call, _session in background.open_tasks(guard.store).values()}
     return [e for e in state.open_entries()
             if e.status == "started" and e.session_id == session_id
@@ -103,7 +105,7 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
         why = denial(result.text) if result is not None and not result.interrupted else None
         if why is not None:
             try:
-                calls.close_unrun(guard, entry.call_id, f"{why}: the tool did not run")
+                lifecycle.close_unrun(guard, entry.call_id, f"{why}: the tool did not run")
             except IllegalTransition:
                 continue                    # ended meanwhile by a late PostToolUse
             failed.append(entry.call_id)
@@ -122,17 +124,17 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
                             transcript_path=transcript_path)
     uncertain: list[str] = []
     with guard.store.writing():
-        state = ledger.read(guard.store)
+        state = journal.read(guard.store)
         marked = [state.get(c).model_copy(update={
                       "status": "uncertain", "post_checkpoint_id": made.checkpoint_id,
                       "note": NO_END.format(when=step, why=why, call=c)})
                   for c, why in unsure.items() if state.get(c).status == "started"]
         if marked:
-            ledger.append_entries(guard.store, state, marked)
+            journal.append_entries(guard.store, state, marked)
             uncertain = [e.call_id for e in marked]
         if failed or uncertain:
-            trace.emit(guard.store, "recovery", "recovery.no_end", session_id=session_id,
-                       step=step, neverRan=failed, uncertain=uncertain)
+            trace_log.emit(guard.store, "recovery", "recovery.no_end", session_id=session_id,
+                           step=step, neverRan=failed, uncertain=uncertain)
     if uncertain:
         close_windows(guard)
     return Settled(made.checkpoint_id, tuple(failed), tuple(uncertain))
@@ -141,4 +143,4 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
 def close_windows(guard: Guard) -> None:
     engine: Any = getattr(guard, "engine", None)
     if engine is not None:     # in the daemon: close their windows now
-        engine.settle_windows(ledger.read(guard.store))
+        engine.settle_windows(journal.read(guard.store))

@@ -23,13 +23,17 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitguard import attribution, checkpoints, clock, ledger, trace
-from gitguard.gitcmd import run_git
-from gitguard.gitobjects import EMPTY_TREE
-from gitguard.integrations import baselines
-from gitguard.integrations.baselines import CommitRecord, CommittedPatch, GitMove, MoveKind
+from gitguard import clock
+from gitguard.calls import attribution
+from gitguard.git.commands import run_git
+from gitguard.git.objects import EMPTY_TREE
+from gitguard.integrations import git_moves
+from gitguard.integrations.git_moves import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.integrations.pushcheck import check_push
+from gitguard.ledger import journal
 from gitguard.models import CheckpointIndexRow, Confidence, ToolLedgerEntry
+from gitguard.snapshot import checkpoints
+from gitguard.storage import trace_log
 
 if TYPE_CHECKING:
     from gitguard.api import Guard
@@ -94,7 +98,7 @@ def _move_start(guard: Guard, name: str, args: Sequence[str], stdin: bytes
     return _resolve(guard, "ORIG_HEAD"), "rebase" if name == "post-rewrite" else "merge"
 
 
-def _owner(state: ledger.LedgerState, env: Mapping[str, str]) -> tuple[str, Confidence]:
+def _owner(state: journal.LedgerState, env: Mapping[str, str]) -> tuple[str, Confidence]:
     """Who ran the git command: the call whose window it ran in, else the user.
 
     `gitguard run` marks its child with GITGUARD_CALL_ID; Claude Code marks the commands
@@ -182,7 +186,7 @@ def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
                  env: Mapping[str, str]) -> str:
     store, snap = guard.store, guard.snap
     with store.writing():
-        state = ledger.read(store)
+        state = journal.read(store)
         owner, confidence = _owner(state, env)
         index = checkpoints.read_index(store)
         previous = index.latest()
@@ -192,7 +196,7 @@ def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
         written = _written_by_git(guard, _base(guard, previous), tree.tree) \
             if old is not None and old == early else None
         checkpoint = checkpoints.write(
-            store, snap, index, session_id=baselines.GIT_SESSION, kind="manual", tree=tree,
+            store, snap, index, session_id=git_moves.GIT_SESSION, kind="manual", tree=tree,
             ledger_seq=state.last_seq, step_id=f"git:{name}")
         new, branch = checkpoint.head, checkpoint.branch
         if old is not None and old == new:
@@ -203,13 +207,13 @@ def _record_move(guard: Guard, name: str, kind: MoveKind, old: str | None,
             paths = _changed_paths(guard, old, new)
         move = GitMove(at=clock.stamp(), hook=name, kind=kind, old_head=old, new_head=new,
                        branch=branch, owner=owner, confidence=confidence,
-                       paths=tuple(paths[:baselines.PATH_CAP]), path_count=len(paths),
+                       paths=tuple(paths[:git_moves.PATH_CAP]), path_count=len(paths),
                        checkpoint_id=checkpoint.checkpoint_id,
                        snapshot_commit=checkpoint.snapshot_commit)
-        baselines.append(store, move)
-        trace.emit(store, "checkpoint", f"git.{name}", session_id=baselines.GIT_SESSION,
-                   checkpointId=checkpoint.checkpoint_id, kind=kind, oldHead=old, newHead=new,
-                   owner=owner, files=len(paths))
+        git_moves.append(store, move)
+        trace_log.emit(store, "checkpoint", f"git.{name}", session_id=git_moves.GIT_SESSION,
+                       checkpointId=checkpoint.checkpoint_id, kind=kind, oldHead=old, newHead=new,
+                       owner=owner, files=len(paths))
     return ""
 
 
@@ -229,7 +233,7 @@ def _post_commit(guard: Guard, env: Mapping[str, str]) -> str:
     base = snap.tree_of(parent) if parent else EMPTY_TREE
     changes = snap.diff(base, str(commit.tree_id))
     with store.writing():
-        state = ledger.read(store)
+        state = journal.read(store)
         written = _agent_blobs(state.in_order())
         agent: list[CommittedPatch] = []
         user: list[str] = []
@@ -241,15 +245,15 @@ def _post_commit(guard: Guard, env: Mapping[str, str]) -> str:
                 agent.append(CommittedPatch(path=change.path, call_id=call_id,
                                             after_hash=change.new_oid))
         owner, confidence = _owner(state, env)
-        baselines.append(store, CommitRecord(
+        git_moves.append(store, CommitRecord(
             at=clock.stamp(), commit=head, parent=parent, branch=branch,
-            agent_patches=tuple(agent), user_paths=tuple(user[:baselines.PATH_CAP])))
-        baselines.append(store, GitMove(
+            agent_patches=tuple(agent), user_paths=tuple(user[:git_moves.PATH_CAP])))
+        git_moves.append(store, GitMove(
             at=clock.stamp(), hook="post-commit", kind="commit", old_head=_previous_head(guard),
             new_head=head, branch=branch, owner=owner, confidence=confidence,
-            paths=tuple(c.path for c in changes[:baselines.PATH_CAP]), path_count=len(changes)))
-        trace.emit(store, "checkpoint", "git.post-commit", session_id=baselines.GIT_SESSION,
-                   commit=head, agentPaths=len(agent), userPaths=len(user), owner=owner)
+            paths=tuple(c.path for c in changes[:git_moves.PATH_CAP]), path_count=len(changes)))
+        trace_log.emit(store, "checkpoint", "git.post-commit", session_id=git_moves.GIT_SESSION,
+                       commit=head, agentPaths=len(agent), userPaths=len(user), owner=owner)
     return ""
 
 

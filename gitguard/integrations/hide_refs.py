@@ -11,7 +11,7 @@ reads refs directly.
 
 from __future__ import annotations
 
-from gitguard.gitcmd import run_git
+from gitguard.git.commands import run_git
 from gitguard.workspace import Workspace
 
 KEY = "transfer.hideRefs"

@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitguard import durable, nativeclient
+from gitguard import nativeclient
 from gitguard.errors import GitguardError
-from gitguard.gitcmd import run_git
+from gitguard.git.commands import run_git
 from gitguard.integrations.git_hooks import HOOKS
-from gitguard.store import Store
+from gitguard.storage import durable
+from gitguard.storage.store import Store
 from gitguard.workspace import Workspace
 
 SHIM_ID = "gitguard-shim-7c1e9a2f5b04d3e8"

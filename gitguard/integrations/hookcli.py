@@ -1,7 +1,7 @@
 """What `gitguard hook claude-code` and `gitguard hook git NAME` do, without click.
 
 The click commands (commands/hooks.py, which the daemon runs too) call these functions;
-with no daemon, `gitguard.entry` calls them directly, so a fresh hook process does not
+with no daemon, `gitguard.cli.entry` calls them directly, so a fresh hook process does not
 import click and build the command tree (tens of milliseconds of every hook). The answer,
 the messages and the exit code are the same either way.
 """

@@ -6,7 +6,8 @@ import os
 import traceback
 from pathlib import Path
 
-from gitguard import clock, durable
+from gitguard import clock
+from gitguard.storage import durable
 
 LOG_NAME = "hook-errors.log"
 

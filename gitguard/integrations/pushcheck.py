@@ -1,4 +1,4 @@
-"""The pre-push check, standard library only: `gitguard.entry` answers a pre-push hook with
+"""The pre-push check, standard library only: `gitguard.cli.entry` answers a pre-push hook with
 it before anything else is imported (no daemon, no store, no pygit2 needed to read a ref
 list), and `git_hooks.handle` uses the same function."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitguard import durable
+from gitguard.storage import durable
 
 if TYPE_CHECKING:
     from gitguard.workspace import Workspace

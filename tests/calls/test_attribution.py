@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import attrlog
-from gitguard.attribution import Tracker, is_declared_only
-from gitguard.daemon import Daemon
-from gitguard.engine import Item
+from gitguard.calls import attribution_log
+from gitguard.calls.attribution import Tracker, is_declared_only
+from gitguard.daemon.daemon import Daemon
+from gitguard.daemon.engine import Item
+from gitguard.daemon.watcher import ScriptedSource
 from gitguard.models import Attribution
-from gitguard.store import Store
-from gitguard.watcher import ScriptedSource
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg
 
@@ -66,7 +66,7 @@ class Scripted:
         self.daemon.flush()
 
     def latest(self) -> dict[str, tuple[str, str]]:
-        return {p: (r.owner, r.confidence) for p, r in attrlog.latest(self.store).items()}
+        return {p: (r.owner, r.confidence) for p, r in attribution_log.latest(self.store).items()}
 
     def stop(self) -> None:
         self.daemon.shutdown()
@@ -85,7 +85,7 @@ def test_a_user_edit_between_calls_is_the_users(live: Scripted) -> None:
     live.write("README.md", "# edited by the user\n")
     live.flush()
     assert live.latest() == {"README.md": ("user", "window")}
-    record = attrlog.read(live.store)[-1]
+    record = attribution_log.read(live.store)[-1]
     assert isinstance(record, Attribution) and record.at.endswith("Z")
 
 
@@ -220,7 +220,7 @@ def test_a_call_left_open_by_a_crash_reopens_its_window(repo: Path) -> None:
 
 
 def test_overlapping_calls() -> None:
-    from gitguard.attribution import FsEvent
+    from gitguard.calls.attribution import FsEvent
 
     def write(tracker: Tracker, path: str, at: float) -> None:
         tracker.observe(FsEvent(path, "write", at))

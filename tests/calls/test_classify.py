@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitguard.classify import (
+from gitguard.calls.classify import (
     Classification,
     ToolPolicy,
     classify_call,
     classify_command,
 )
-from gitguard.shellparse import split_argv, split_commands
+from gitguard.calls.shell_parse import split_argv, split_commands
 
 
 class Row(NamedTuple):

@@ -90,13 +90,13 @@ def test_a_command_printing_more_than_is_kept_keeps_head_and_tail_and_says_so(
     bytes and a line saying how many were left out. (Peak RSS is a measurement, not an
     assertion here: 108-114 MB for this run alone, but 310 MB inside the clean-clone CI
     suite for reasons not yet found; see the closing note of 2026-12-02.)"""
-    from gitguard import runcmd
+    from gitguard.calls import run_command
 
     repo = tmp_path / "r"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     gg(repo, "init", "--no-hooks")
-    total = 16 * runcmd.KEPT
+    total = 16 * run_command.KEPT
     script = ("import sys\nw = sys.stdout.buffer.write\nw(b'FIRST LINE\\n')\n"
               f"for i in range({total} // 64): w(b'%063d\\n' % i)\nw(b'LAST LINE\\n')\n")
     out = tmp_path / "terminal"
@@ -108,4 +108,4 @@ def test_a_command_printing_more_than_is_kept_keeps_head_and_tail_and_says_so(
     assert out.stat().st_size > total                   # the terminal got it all
     stored = next((repo / ".git" / "gitguard" / "artifacts").rglob("stdout_*.txt")).read_bytes()
     assert stored.startswith(b"FIRST LINE\n") and stored.endswith(b"LAST LINE\n")
-    assert b" bytes left out]\n" in stored and len(stored) <= runcmd.KEPT + 100
+    assert b" bytes left out]\n" in stored and len(stored) <= run_command.KEPT + 100

@@ -8,11 +8,12 @@ from typing import Any, get_args
 import click
 import pytest
 
-from gitguard import callcli, models
-from gitguard.callcli import ARGUMENT, FILE, FLAG, MULTI, VALUE, Option
-from gitguard.commands.call import call_begin, call_end
+from gitguard import models
+from gitguard.cli import call_parser
+from gitguard.cli.call_parser import ARGUMENT, FILE, FLAG, MULTI, VALUE, Option
+from gitguard.cli.commands.call import call_begin, call_end
 
-COMMANDS = [("begin", callcli.BEGIN, call_begin), ("end", callcli.END, call_end)]
+COMMANDS = [("begin", call_parser.BEGIN, call_begin), ("end", call_parser.END, call_end)]
 
 
 def _words(option: Option) -> list[list[str]]:
@@ -68,13 +69,13 @@ def test_every_entry_parses_the_same_with_click_and_without(
     for option in table:
         for words in _words(option):
             argv = [*_required(table, option), *words]
-            parsed = callcli.parse(["call", verb, *argv])
+            parsed = call_parser.parse(["call", verb, *argv])
             assert parsed is not None, argv
             assert parsed == (verb, _by_click(command, argv)), argv
 
 
 def test_the_choices_are_the_models() -> None:
-    choices = {o.name: o.kind for o in callcli.BEGIN if isinstance(o.kind, tuple)}
+    choices = {o.name: o.kind for o in call_parser.BEGIN if isinstance(o.kind, tuple)}
     assert choices == {"idempotency": get_args(models.Idempotency),
                        "replay": get_args(models.ReplayPolicy),
                        "risk": get_args(models.RiskLevel)}

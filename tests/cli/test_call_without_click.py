@@ -1,4 +1,4 @@
-"""A fresh no-daemon `call begin`/`call end` process runs without click (gitguard.callcli)
+"""A fresh no-daemon `call begin`/`call end` process runs without click (gitguard.cli.call_parser)
 and prints, exits and records exactly as the click command does; pygit2 is imported there
 without the CA bundle, and the environment its children see is the user's."""
 
@@ -10,18 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitguard import callcli
 from gitguard.api import Guard
+from gitguard.cli import call_parser
 from tests.daemon.test_daemon_calls_match_cli import ENV, SCRIPT
 
-# The same command line through gitguard.entry (the lean path when it takes it) or through
+# The same command line through gitguard.cli.entry (the lean path when it takes it) or through
 # click directly; PROBE records what the process imported.
 _ENTRY = ("import atexit, os, sys\n"
           "atexit.register(lambda: open(os.environ['PROBE'], 'a').write("
-          "' '.join(m for m in ('click', 'pygit2', 'gitguard.recovery') if m in sys.modules)"
+          "' '.join(m for m in ('click', 'pygit2', 'gitguard.recovery.resume') if m in sys.modules)"
           " + '\\n'))\n"
-          "from gitguard.entry import main\nmain()\n")
-_CLICK = "import sys\nfrom gitguard.cli import main\nmain(sys.argv[1:])\n"
+          "from gitguard.cli.entry import main\nmain()\n")
+_CLICK = "import sys\nfrom gitguard.cli.main import main\nmain(sys.argv[1:])\n"
 # every lean shape, and a sample of click's own (usage errors, help)
 _PICKED = [*range(14), 14, 16, 24, 27]
 
@@ -65,18 +65,19 @@ def test_the_lean_path_prints_exits_and_records_as_click(repo: Path, tmp_path: P
 
 
 def test_dash_c_and_help_are_read_as_click_reads_them() -> None:
-    assert callcli.here(["-C", "x", "-C", "y", "call", "end", "c", "--status", "failed"]) is None
-    assert callcli.here(["call", "end", "c", "--status", "failed", "--help"]) is None
-    assert callcli.here(["-C"]) is None
-    assert callcli.parse(["-C", "x", "call", "end", "c", "--status", "failed"]) is None
+    assert call_parser.here(["-C", "x", "-C", "y", "call", "end", "c", "--status",
+                             "failed"]) is None
+    assert call_parser.here(["call", "end", "c", "--status", "failed", "--help"]) is None
+    assert call_parser.here(["-C"]) is None
+    assert call_parser.parse(["-C", "x", "call", "end", "c", "--status", "failed"]) is None
 
 
 def test_the_parser_takes_the_same_shapes_as_the_daemons() -> None:
     for argv, _, _, fast in SCRIPT:
-        assert (callcli.parse(argv) is not None) == fast, argv
+        assert (call_parser.parse(argv) is not None) == fast, argv
 
 
-_PYGIT2 = ("import os, sys\nfrom gitguard.leanimport import lean_pygit2\nlean_pygit2()\n"
+_PYGIT2 = ("import os, sys\nfrom gitguard.cli.startup import lean_pygit2\nlean_pygit2()\n"
            "import pygit2\n"
            "print(os.environ.get('SSL_CERT_FILE', '<unset>'),"
            " pygit2.settings._default_tls_verify_paths.cafile,"

@@ -1,5 +1,5 @@
 """Without a daemon, `call begin` and the hooks that take a snapshot start their scan's
-`git status` before their imports (gitguard.entry.early_scan): the scan takes it (git runs
+`git status` before their imports (gitguard.cli.entry.early_scan): the scan takes it (git runs
 that status once) and the snapshot equals the in-process one. `hook git pre-push` is
 answered before anything heavy is imported, with the same answer as before."""
 
@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitguard import entry
 from gitguard.api import Guard
+from gitguard.cli import entry
 from tests.helpers.commands import gg, git
 from tests.helpers.hooks import run_git, with_branch_and_remote
 
@@ -165,7 +165,7 @@ def test_pre_push_is_answered_without_heavy_imports(repo: Path) -> None:
 def test_early_scan_starts_the_status_the_scan_then_takes(repo: Path) -> None:
     """In-process: each scanning command line starts an early status for its workspace,
     and a scan that takes it equals a scan without it."""
-    from gitguard import prescan
+    from gitguard.snapshot import prescan
 
     _ready(repo)
     guard = Guard.open(repo)
@@ -190,7 +190,7 @@ def test_early_scan_starts_the_status_the_scan_then_takes(repo: Path) -> None:
 
 def _through_click(repo: Path, argv: list[str], stdin: bytes) -> tuple[int, str, str]:
     """The click command (what the daemon runs), in a process that goes straight to it."""
-    code = ("import sys\nfrom gitguard.cli import run\n"
+    code = ("import sys\nfrom gitguard.cli.main import run\n"
             f"sys.exit(run({argv!r}))\n")
     env = {**os.environ}
     env.pop("GITGUARD_FAULT", None)
@@ -205,7 +205,7 @@ def _direct(repo: Path, argv: list[str], stdin: bytes) -> tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-m", "gitguard", *argv], cwd=repo, input=stdin,
                           env=env, capture_output=True)
     err = proc.stderr.decode()
-    assert not {"click", "gitguard.cli"} & {ln.split("|")[-1].strip() for ln in
+    assert not {"click", "gitguard.cli.main"} & {ln.split("|")[-1].strip() for ln in
                                            err.splitlines() if ln.startswith("import time:")}
     said = "".join(ln + "\n" for ln in err.splitlines() if not ln.startswith("import time:"))
     return proc.returncode, proc.stdout.decode(), said

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gitguard.integrations import baselines
-from gitguard.store import Store
+from gitguard.integrations import git_moves
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import running_daemon
@@ -22,7 +22,7 @@ def _imported(stderr: str) -> set[str]:
 
 
 def _moves(repo: Path) -> list[tuple[str, str]]:
-    summary = baselines.summary(Store(discover(repo)))
+    summary = git_moves.summary(Store(discover(repo)))
     return [(m["hook"], m["newHead"]) for m in summary["moves"]]
 
 

@@ -1,5 +1,5 @@
 """pygit2 imported in a fresh process without libgit2 parsing the CA bundle file
-(gitguard.leanimport): the real `ssl`, the CA directory handed to libgit2, and the user's
+(gitguard.cli.startup): the real `ssl`, the CA directory handed to libgit2, and the user's
 SSL_CERT_FILE back as it was for everything after the import."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 _PROBE = """
 import os, sys
-from gitguard.leanimport import lean_pygit2
+from gitguard.cli.startup import lean_pygit2
 lean_pygit2()
 import pygit2, ssl
 repo = pygit2.init_repository(sys.argv[1])

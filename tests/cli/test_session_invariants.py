@@ -69,7 +69,8 @@ def test_scripted_session_keeps_every_invariant(repo: Path, state_of: GitState) 
                                                             ("call_2", "succeeded")]
     checkpoints = json.loads(step("checkpoints", "--json").stdout)
     # call_2 began right after call_1 ended with nothing changed in between: call_1's post
-    # checkpoint is call_2's pre (gitguard.sharedpre), named in the ledger like a fresh one.
+    # checkpoint is call_2's pre (gitguard.snapshot.shared_checkpoint), named in the ledger like a
+    # fresh one.
     assert [c["kind"] for c in checkpoints] == ["pre", "post", "post", "manual"]
     assert ledger[1]["preCheckpointId"] == ledger[0]["postCheckpointId"] == \
         checkpoints[1]["checkpointId"]

@@ -25,11 +25,12 @@ from typing import Any
 
 import pytest
 
-from gitguard import durable, ledger_fold, verify
 from gitguard.api import Guard
 from gitguard.errors import GitguardError, ReplayRefused
+from gitguard.ledger import fold
+from gitguard.ledger.replay import BLOCKING_STATUSES, effective_policy, verdict
 from gitguard.models import ToolLedgerEntry
-from gitguard.replay import BLOCKING_STATUSES, effective_policy, verdict
+from gitguard.storage import durable, verify
 from tests.helpers.crashkit import scratch_root, user_git_state, workspace_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,7 @@ def no_unforced_replays(guard: Guard) -> list[str]:
     """Walk the ledger's events: a call that repeats a blocking one must say it was forced."""
     found = []
     live: dict[str, Any] = {}
-    for record in ledger_fold.expanded(durable.read_jsonl(guard.store.ledger_path).records):
+    for record in fold.expanded(durable.read_jsonl(guard.store.ledger_path).records):
         entry = record.get("entry")
         if entry is None:
             continue

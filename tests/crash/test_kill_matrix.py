@@ -19,9 +19,12 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitguard import ledger_segment, packing, statlag, trace, verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
+from gitguard.git import packing
+from gitguard.ledger import segment
+from gitguard.snapshot import stat_tree
+from gitguard.storage import trace_log, verify
 from tests.helpers.crashkit import (
     KNOWN_POINTS,
     fault_points_in_source,
@@ -64,7 +67,7 @@ def setup_started(guard: Guard, repo: Path) -> dict[str, str]:
 def setup_begin_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
     """A store from before the no-daemon lag state: the next scan takes the git way."""
     setup_begin(guard, repo)
-    statlag.path_of(guard.store.root).unlink()
+    stat_tree.path_of(guard.store.root).unlink()
     return {}
 
 
@@ -82,7 +85,7 @@ def setup_seed(guard: Guard, repo: Path) -> dict[str, str]:
 
 def setup_started_upgraded(guard: Guard, repo: Path) -> dict[str, str]:
     setup_started(guard, repo)
-    statlag.path_of(guard.store.root).unlink()
+    stat_tree.path_of(guard.store.root).unlink()
     return {}
 
 
@@ -253,7 +256,7 @@ def journals(repo: Path, names: tuple[str, ...]) -> dict[str, bytes]:
     found = {name: (root / name).read_bytes() if (root / name).exists() else b""
              for name in names}
     if "ledger.jsonl" in found:
-        found["ledger.jsonl"] = ledger_segment.read_stream(root / "ledger.jsonl") or b""
+        found["ledger.jsonl"] = segment.read_stream(root / "ledger.jsonl") or b""
     return found
 
 
@@ -319,7 +322,7 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
         checked = verify.report(guard.store, guard.snap)
         assert checked.problems == []
         if scenario.startswith("gc"):   # the compacted forms read back whatever the kill left
-            assert [e.name for e in trace.read(guard.store)][:1] == ["session.start"]
+            assert [e.name for e in trace_log.read(guard.store)][:1] == ["session.start"]
             for entry in entries.values():
                 for ref in (entry.input_ref, entry.result_ref):
                     assert ref is None or guard.store.read_artifact(ref)
@@ -343,7 +346,7 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
 PACK_SCRIPT = """
 import os, sys
 from gitguard.api import Guard
-from gitguard.treebuild import IncrementalTree
+from gitguard.git.tree_build import IncrementalTree
 repo = sys.argv[1]
 with Guard.open(repo) as guard, guard.store.writing():
     first = guard.snap.write_tree()

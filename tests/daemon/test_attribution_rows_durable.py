@@ -11,8 +11,10 @@ import random
 import signal
 from pathlib import Path
 
-from gitguard import attrlog, checkpoints, client
-from gitguard.snapshot import Snapshotter
+from gitguard.calls import attribution_log
+from gitguard.ipc import client
+from gitguard.snapshot import checkpoints
+from gitguard.snapshot.snapshotter import Snapshotter
 from tests.calls.test_attribution import Scripted
 from tests.helpers.commands import gg
 from tests.helpers.daemons import alive, running_daemon, store_of, wait_for
@@ -46,7 +48,7 @@ def test_rows_are_readable_at_once_and_daemon_state_follows_the_fsync(repo: Path
     finally:
         live.stop()     # stopping fsyncs what is pending and saves daemon.state
     assert _state_tree(repo) == engine.recorded_tree
-    assert {r.path: r.owner for r in attrlog.read(live.store)} == {
+    assert {r.path: r.owner for r in attribution_log.read(live.store)} == {
         "src/app.py": call.call_id, "out.txt": second.call_id}
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import attrlog, client, remote
 from gitguard.api import Guard
+from gitguard.calls import attribution_log
 from gitguard.errors import IllegalTransition
-from gitguard.store import Store
+from gitguard.ipc import api_client, client
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import alive, full_scan_tree, request, running_daemon, store_of, wait_for
@@ -26,7 +27,7 @@ from tests.helpers.gitstate import GitState
 
 def owners(repo: Path) -> dict[str, tuple[str, str]]:
     return {p: (r.owner, r.confidence)
-            for p, r in attrlog.latest(Store(discover(repo))).items()}
+            for p, r in attribution_log.latest(Store(discover(repo))).items()}
 
 
 def post_tree(repo: Path, call_end_json: str) -> str:
@@ -88,7 +89,7 @@ def test_other_kinds_of_workspace(repo: Path, tmp_path: Path, kind: str) -> None
         (where / "out.txt").write_text("agent\n")
         gg(where, "call", "end", "call_1", "--status", "succeeded")
         client.request(str(store.root), "flush")
-        found = {p: (r.owner, r.confidence) for p, r in attrlog.latest(store).items()}
+        found = {p: (r.owner, r.confidence) for p, r in attribution_log.latest(store).items()}
         assert found == {"out.txt": ("call_1", "exact")}
         served = client.request(str(store.root), "status")["result"]
         assert served["incremental"] >= 2 and served["full_scans"] == 1
@@ -260,7 +261,7 @@ def test_the_fast_path_imports_no_heavy_module(repo: Path) -> None:
         assert request(repo, "status")["result"]["incremental"] >= 1
     proc = subprocess.run(command, cwd=repo, capture_output=True, text=True)
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}
-    # `call begin` parses its own arguments now (gitguard.callcli): click stays out even
+    # `call begin` parses its own arguments now (gitguard.cli.call_parser): click stays out even
     # here, but the in-process snapshot and the records still need pygit2 and pydantic.
     assert proc.returncode == 0 and {"pygit2", "pydantic"} <= imported, \
         "without a daemon the call runs in-process (and the test can tell)"
@@ -341,7 +342,7 @@ def test_the_python_api_goes_through_the_daemon(repo: Path) -> None:
         assert owners(repo)["api.txt"] == (entry.call_id, "exact")
         with pytest.raises(IllegalTransition, match="cannot become succeeded"):
             guard.end_call(entry.call_id, "succeeded")
-        with remote.restoring(guard):       # what rollback wraps its writes in
+        with api_client.restoring(guard):       # what rollback wraps its writes in
             (repo / "api.txt").write_text("restored by gitguard\n")
         (repo / "user.txt").write_text("the user\n")
         request(repo, "flush")
@@ -388,7 +389,7 @@ def test_the_daemon_packs_loose_objects(repo: Path) -> None:
 def test_calls_through_the_daemon_keep_loose_objects_packed(repo: Path) -> None:
     """`call end` leaves the loose-object check to the daemon (every PACK_EVERY requests,
     and when idle): calls back to back still get packed, with no gc request."""
-    from gitguard.daemon import PACK_EVERY
+    from gitguard.daemon.daemon import PACK_EVERY
 
     git(repo, "config", "gc.auto", "256")       # packing starts at max(256 // 8, 64) loose
     with running_daemon(repo):
@@ -484,7 +485,7 @@ def test_a_rollback_under_a_running_daemon_leaves_no_user_record_behind(repo: Pa
 def test_a_requests_environment_is_swapped_in_and_out_exactly(monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     """`set_environ` touches only what differs; the result equals a clear-and-fill."""
-    from gitguard.requestenv import set_environ
+    from gitguard.daemon.client_context import set_environ
 
     monkeypatch.setenv("GG_KEPT", "same")
     monkeypatch.setenv("GG_CHANGED", "before")
@@ -503,7 +504,7 @@ def test_client_context_restores_the_environment_byte_for_byte(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The request's environment (a non-UTF-8 value too) in, the daemon's own back out,
     compared as bytes against a clear-and-fill."""
-    from gitguard.requestenv import client_context
+    from gitguard.daemon.client_context import client_context
 
     monkeypatch.setenv("GG_DROPPED", "x")
     odd = os.fsdecode(b"caf\xe9")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import attrlog, client, ledger, wire
-from gitguard.store import Store
+from gitguard.calls import attribution_log
+from gitguard.ipc import client, wire
+from gitguard.ledger import journal
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg
 from tests.helpers.daemons import running_daemon, store_of
@@ -26,7 +28,7 @@ POISON = wire.MAGIC + len(_DEEP).to_bytes(4, "big") + _DEEP
 
 def owners(repo: Path) -> dict[str, tuple[str, str]]:
     return {p: (r.owner, r.confidence)
-            for p, r in attrlog.latest(Store(discover(repo))).items()}
+            for p, r in attribution_log.latest(Store(discover(repo))).items()}
 
 
 def raw_ask(path: Path, payload: bytes) -> bytes:
@@ -97,7 +99,7 @@ def test_a_hung_daemon_is_given_up_on_and_runs_nothing_twice(repo: Path) -> None
         gg(repo, "call", "end", call_id, "--status", "succeeded")
         assert client.request(str(store_of(repo)), "ping", timeout=30,
                               take_timeout=30)["result"]["pid"] == pid
-        state = ledger.read(Store(discover(repo)))
+        state = journal.read(Store(discover(repo)))
         assert list(state.entries) == [call_id]
         assert state.entries[call_id].status == "succeeded"
     assert "gave up before its cli request ran" in (
@@ -128,6 +130,6 @@ def test_the_python_api_gives_up_on_a_hung_daemon_and_runs_in_process(repo: Path
             os.kill(pid, signal.SIGCONT)
         assert client.request(str(store_of(repo)), "ping", timeout=30,
                               take_timeout=30)["result"]["pid"] == pid
-    state = ledger.read(Store(discover(repo)))
+    state = journal.read(Store(discover(repo)))
     assert list(state.entries) == [entry.call_id]
     assert state.entries[entry.call_id].status == "succeeded"

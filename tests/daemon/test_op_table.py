@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from gitguard import client, entry
-from gitguard.daemon import OPS
+from gitguard.cli import entry
+from gitguard.daemon.daemon import OPS
+from gitguard.ipc import client
 from tests.helpers.commands import gg
 from tests.helpers.daemons import alive, request, store_of, wait_for
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from gitguard import client, server, wire
-from gitguard.engine import Item, Job
+from gitguard.daemon import server
+from gitguard.daemon.engine import Item, Job
+from gitguard.ipc import client, wire
 
 BIG = "x" * (8 * 1024 * 1024)
 SMALL = wire.encode({"op": "small"})

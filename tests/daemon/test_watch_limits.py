@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import client
+from gitguard.ipc import client
 from tests.helpers.commands import gg
 from tests.helpers.daemons import alive, store_of, wait_for
 

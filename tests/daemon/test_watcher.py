@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.fastsnap import diff_trees
-from gitguard.watcher import Raw, WatchdogSource
+from gitguard.daemon.watcher import Raw, WatchdogSource
+from gitguard.snapshot.daemon_snapshotter import diff_trees
 from tests.helpers.commands import git
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.demo import CHAPTERS, _user_state, make_repo
-from gitguard.demo_hooks import chapter_hooks
+from gitguard.demo.hooks import chapter_hooks
+from gitguard.demo.run import CHAPTERS, _user_state, make_repo
 
 
 def test_hooks_chapter(tmp_path: Path) -> None:

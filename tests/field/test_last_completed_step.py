@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gitguard import ledger
-from gitguard.store import Store
+from gitguard.ledger import journal
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg
 from tests.helpers.daemons import wait_for
@@ -32,13 +32,13 @@ def _killed_run(repo: Path, step: str) -> None:
     """`gitguard run` of a long command, killed (SIGKILL, its whole group) once its call
     is in the ledger: the agent's process died mid-call."""
     store = Store(discover(repo))
-    before = len(ledger.read(store).order)
+    before = len(journal.read(store).order)
     proc = subprocess.Popen([sys.executable, "-m", "gitguard", "run", "--step", step, "--",
                              "sleep", "600"], cwd=repo, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for("the call to start", lambda: any(
-            e.status == "started" for e in ledger.read(store).in_order()[before:]))
+            e.status == "started" for e in journal.read(store).in_order()[before:]))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -119,13 +119,13 @@ def test_the_agents_saved_state_is_the_point_when_it_is_newer(repo: Path) -> Non
 def test_the_ledger_only_note_finds_the_same_step(repo: Path) -> None:
     """The hook's fallback note (no checkpoint to resume from) applies the same rule."""
     from gitguard.api import Guard
-    from gitguard.integrations.recovery_note import ledger_note
+    from gitguard.integrations.session_context import ledger_note
 
     gg(repo, "init", "--no-hooks", "--no-daemon")
     _finished(repo, "step_1", "ls")
     _finished(repo, "step_2", "ls src")
     _killed_run(repo, "step_2")
     guard = Guard.open(repo)
-    session = ledger.read(guard.store).in_order()[-1].session_id
+    session = journal.read(guard.store).in_order()[-1].session_id
     note = ledger_note(guard, session)
     assert "Last completed step: step_1.\n" in note

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import fileops
-from gitguard.guarded import sweep_temps
+from gitguard.rollback import fileops
+from gitguard.rollback.workspace_writer import sweep_temps
 from tests.helpers.commands import gg, git
 from tests.helpers.gitstate import capture
 from tests.helpers.hooks import hook_cc

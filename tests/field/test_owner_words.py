@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import ledger
-from gitguard.store import Store
+from gitguard.ledger import journal
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg
 from tests.helpers.daemons import running_daemon, wait_for
@@ -32,11 +32,11 @@ def _killed_writer(repo: Path) -> str:
         # Its whole line, not only the file's creation: the kill may land between the two.
         wait_for("the command to write", lambda: (repo / "b.txt").exists()
                  and (repo / "b.txt").read_text() == "written\n" and any(
-                     e.status == "started" for e in ledger.read(store).in_order()))
+                     e.status == "started" for e in journal.read(store).in_order()))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    return next(e.call_id for e in ledger.read(store).in_order() if e.status == "started")
+    return next(e.call_id for e in journal.read(store).in_order() if e.status == "started")
 
 
 def _lines(repo: Path, *args: str) -> str:
@@ -58,7 +58,7 @@ def test_status_resume_explain_and_conflicts_name_owners_alike(repo: Path,
 def _owners_alike(repo: Path) -> None:
     target = json.loads(gg(repo, "checkpoint", "--json").stdout)["checkpointId"]
     gg(repo, "run", "--", "sed", "-i", "s/return 1/return 2/", "src/app.py")
-    agent = ledger.read(Store(discover(repo))).in_order()[-1].call_id
+    agent = journal.read(Store(discover(repo))).in_order()[-1].call_id
     killed = _killed_writer(repo)
     words = f"{killed} or the user (ambiguous)"
     ambiguous = f"b.txt by {words}"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import ledger
-from gitguard.store import Store
+from gitguard.ledger import journal
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import daemon_if
@@ -34,10 +34,10 @@ def _commit(repo: Path, text: str) -> str:
 
 def _index_equals_walk(repo: Path) -> None:
     """The replay index (fast) and a walk of the ledger (slow) find the same calls."""
-    state = ledger.read(Store(discover(repo)))
+    state = journal.read(Store(discover(repo)))
     for entry in state.in_order():
-        key = ledger.run_key(entry)
-        walked = [e.call_id for e in state.in_order() if ledger.run_key(e) == key]
+        key = journal.run_key(entry)
+        walked = [e.call_id for e in state.in_order() if journal.run_key(e) == key]
         assert [e.call_id for e in state.runs_of(key)] == walked
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import client, nativeclient, store_discovery
+from gitguard import nativeclient, store_discovery
+from gitguard.ipc import client
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import alive, wait_for

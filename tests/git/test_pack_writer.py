@@ -13,9 +13,9 @@ import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitguard import packing, packwrite
 from gitguard.api import Guard
-from gitguard.store import Store
+from gitguard.git import pack_writer, packing
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import git
 from tests.helpers.trees import start
@@ -115,7 +115,7 @@ def test_few_objects_stay_loose(repo: Path) -> None:
 
 def test_the_daemon_tree_equals_a_resync_after_packs(repo: Path) -> None:
     """Through a real daemon (watcher, barrier, engine: what the bench row runs)."""
-    from gitguard.daemon import Daemon  # noqa: PLC0415 - the daemon's module, only here
+    from gitguard.daemon.daemon import Daemon  # noqa: PLC0415 - the daemon's module, only here
     ws = discover(repo)
     Store(ws).create()
     daemon = Daemon(ws, logging.getLogger("gitguard.test"))
@@ -171,7 +171,7 @@ def test_any_objects_round_trip_through_git(repo: Path, blobs: list[bytes],
     top = _tree_bytes(entries)
     top_id = hashlib.sha1(b"tree %d\0" % len(top) + top).digest()
     objects += [(sub_id, TREE, sub), (top_id, TREE, top)]
-    name = packwrite.publish(guard.store, objects)
+    name = pack_writer.publish(guard.store, objects)
     idx = repo / ".git" / "objects" / "pack" / f"{name}.idx"
     listed = git(repo, "verify-pack", "-v", str(idx))
     assert {oid.hex() for oid, _, _ in objects} <= {line.split()[0] for line in
@@ -185,13 +185,13 @@ def test_settle_removes_what_a_killed_writer_left(repo: Path) -> None:
     guard = Guard.init(repo)
     pack_dir = repo / ".git" / "objects" / "pack"
     blob = b"never published\n"
-    name, pack, idx = packwrite.encode([(pygit2.hash(blob).raw, BLOB, blob)])
-    tmp_pack, tmp_idx = packwrite.tmp_paths(pack_dir, name)
+    name, pack, idx = pack_writer.encode([(pygit2.hash(blob).raw, BLOB, blob)])
+    tmp_pack, tmp_idx = pack_writer.tmp_paths(pack_dir, name)
     pack_dir.mkdir(parents=True, exist_ok=True)
     tmp_pack.write_bytes(pack)
     tmp_idx.write_bytes(idx)
     packing.record(guard.store, name)                  # killed before the renames
-    kept = packwrite.publish(guard.store, [(pygit2.hash(b"kept\n").raw, BLOB, b"kept\n")])
+    kept = pack_writer.publish(guard.store, [(pygit2.hash(b"kept\n").raw, BLOB, b"kept\n")])
     assert not tmp_pack.exists() and not tmp_idx.exists()
     assert [p["name"] for p in packing.read_state(guard.store)["packs"]] == [kept]
 
@@ -223,11 +223,11 @@ def test_past_the_pack_limit_a_snapshot_goes_loose(repo: Path) -> None:
     guard = Guard.init(repo)
     disk = guard.snap.repo
     first, second = pygit2.hash(b"first\n"), pygit2.hash(b"second\n")
-    assert packwrite.write_objects(disk, guard.store, [(first.raw, BLOB, b"first\n")],
-                                   threshold=0, limit=1) is not None
+    assert pack_writer.write_objects(disk, guard.store, [(first.raw, BLOB, b"first\n")],
+                                     threshold=0, limit=1) is not None
     before = loose(repo)
-    assert packwrite.write_objects(disk, guard.store, [(second.raw, BLOB, b"second\n")],
-                                   threshold=0, limit=1) is None
+    assert pack_writer.write_objects(disk, guard.store, [(second.raw, BLOB, b"second\n")],
+                                     threshold=0, limit=1) is None
     assert loose(repo) - before == {str(second)}
     assert len(packing.own_packs(guard.store)) == 1
     readable(repo, [str(first), str(second)])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard.patchtext import _quoted, render
-from gitguard.treediff import diff_trees
+from gitguard.git.patch_text import _quoted, render
+from gitguard.git.tree_diff import diff_trees
 from tests.helpers.realfiles import LARGE_MODULES, module_file
 
 Files = dict[bytes, tuple[int, bytes]]      # path -> (mode, content); 160000: a gitlink id
@@ -230,8 +230,8 @@ def test_every_patch_is_git_diff_tree_output(tmp_path: Path) -> None:
 
 _RENDER_IN_A_CHILD = """
 import sys, pygit2
-from gitguard.patchtext import render
-from gitguard.treediff import diff_trees
+from gitguard.git.patch_text import render
+from gitguard.git.tree_diff import diff_trees
 repo = pygit2.Repository(sys.argv[1])
 sys.stdout.buffer.write(render(repo, diff_trees(repo, sys.argv[2], sys.argv[3])))
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gitguard.api import Guard
-from gitguard.treebuild import (
+from gitguard.git.tree_build import (
     IncrementalTree,
     NeedsFullScan,
     converts_content,

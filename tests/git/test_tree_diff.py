@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard.snapshot import Change
-from gitguard.treediff import diff_trees
+from gitguard.git.tree_diff import diff_trees
+from gitguard.snapshot.snapshotter import Change
 
 Spec = dict[bytes, "tuple[int, bytes] | Spec"]   # name -> (mode, content) or a subtree
 GITLINK_TARGET = b"1" * 40
@@ -156,18 +156,18 @@ def test_random_trees_match_libgit2(tmp_path: Path) -> None:
 
 def test_a_remembered_diff_equals_a_fresh_one(tmp_path: Path) -> None:
     """`diff_trees` keeps its last answers (trees never change): each equals the walk."""
-    from gitguard import treediff
+    from gitguard.git import tree_diff
 
     repo = pygit2.init_repository(str(tmp_path / "r"))
     rng = random.Random(7)
     trees = [_build(repo, _random_spec(rng)) for _ in range(12)]
     pairs = [(rng.choice(trees), rng.choice(trees)) for _ in range(60)]
     for old, new in pairs:
-        treediff._recent.clear()
+        tree_diff._recent.clear()
         first = diff_trees(repo, old, new)
         assert first == _libgit2(repo, old, new)
         first.append(Change("changed by a caller", "A", 0, 0o100644, None, "0" * 40))
         assert diff_trees(repo, old, new) == _libgit2(repo, old, new)
     for old, new in pairs:                  # answered from memory when recent
         assert diff_trees(repo, old, new) == _libgit2(repo, old, new)
-    assert len(treediff._recent) <= treediff._RECENT
+    assert len(tree_diff._recent) <= tree_diff._RECENT

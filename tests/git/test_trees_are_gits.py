@@ -10,8 +10,8 @@ from pathlib import Path
 import pygit2
 
 from gitguard.api import Guard
-from gitguard.gitobjects import object_id, parse_tree, tree_bytes, tree_order
-from gitguard.treebuild import IncrementalTree
+from gitguard.git.objects import object_id, parse_tree, tree_bytes, tree_order
+from gitguard.git.tree_build import IncrementalTree
 from tests.helpers.commands import git
 from tests.helpers.trees import start
 

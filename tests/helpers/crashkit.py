@@ -35,7 +35,7 @@ def fault_points_in_source() -> set[str]:
     found: set[str] = set()
     for path in (ROOT / "gitguard").rglob("*.py"):
         found.update(re.findall(r'faults\.(?:point|active)\("([^"]+)"\)', path.read_text()))
-    ledger = (ROOT / "gitguard" / "ledger.py").read_text()
+    ledger = (ROOT / "gitguard" / "ledger" / "journal.py").read_text()
     assert 'faults.point(f"ledger.before_{entries[-1].status}")' in ledger
     return found | set(LEDGER_POINTS)
 

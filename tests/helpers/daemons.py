@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gitguard import client
+from gitguard.ipc import client
 from tests.helpers.commands import gg
 
 

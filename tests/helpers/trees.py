@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.treebuild import IncrementalTree
+from gitguard.git.tree_build import IncrementalTree
 
 
 def start(repo: Path) -> tuple[Guard, IncrementalTree]:

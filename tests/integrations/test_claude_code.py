@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import durable
 from gitguard.api import Guard
 from gitguard.integrations import claude_code
+from gitguard.storage import durable
 from tests.helpers.commands import gg, git
 from tests.helpers.hooks import hook_cc, payload
 from tests.helpers.paths import FIXTURES
@@ -156,7 +156,7 @@ def test_codex_events_have_the_same_shape(repo: Path) -> None:
 
 def test_the_recovery_module_is_used_when_it_answers(repo: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The resume engineer's gitguard.recovery gives the note; a failing one falls back."""
+    """The resume engineer's gitguard.recovery.resume gives the note; a failing one falls back."""
     guard = Guard.open(repo)
     claude_code.handle(guard, payload("claude_code/pre_tool_use_bash.json", repo))
     asked: list[str | None] = []
@@ -165,9 +165,9 @@ def test_the_recovery_module_is_used_when_it_answers(repo: Path,
         asked.append(session_id)
         return {"checkpointId": "ckpt_x", "recoveryNote": "System resumed from checkpoint."}
 
-    module = types.ModuleType("gitguard.recovery")
+    module = types.ModuleType("gitguard.recovery.resume")
     module.resume = resume  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gitguard.recovery", module)
+    monkeypatch.setitem(sys.modules, "gitguard.recovery.resume", module)
     event = payload("claude_code/session_start_resume.json", repo)
     answer = claude_code.handle(guard, event)["hookSpecificOutput"]
     assert answer["additionalContext"] == "System resumed from checkpoint." and asked == [SESSION]

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from gitguard.api import Guard
-from gitguard.integrations import baselines
+from gitguard.integrations import git_moves
 from tests.helpers.commands import gg, git
 from tests.helpers.hooks import run_git, with_branch_and_remote
 
 
 def git_status(repo: Path) -> dict[str, Any]:
     """What `status --json` shows under gitEvents, read in-process (the hooks ran as git's)."""
-    return baselines.summary(Guard.open(repo).store)
+    return git_moves.summary(Guard.open(repo).store)
 
 
 def sha(repo: Path, rev: str) -> str:

@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 import gitguard
-from gitguard import error_boundary, errors, wire
+from gitguard import error_boundary, errors
 from gitguard.api import Guard
+from gitguard.ipc import wire
 from tests.helpers.commands import gg
 from tests.helpers.daemons import request, running_daemon, store_of
 
 
 def _all_error_classes() -> list[type[errors.GitguardError]]:
     for info in pkgutil.walk_packages(gitguard.__path__, "gitguard."):
-        if not info.name.startswith(("gitguard.demo", "gitguard.__main__")):
+        if not info.name.startswith(("gitguard.demo.run", "gitguard.__main__")):
             importlib.import_module(info.name)
     found, todo = [], [errors.GitguardError]
     while todo:

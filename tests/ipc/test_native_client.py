@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import client, nativeclient, wire
-from gitguard.integrations import baselines, claude_settings
-from gitguard.store import Store
+from gitguard import nativeclient
+from gitguard.integrations import claude_settings, git_moves
+from gitguard.ipc import client, wire
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import running_daemon, store_of
@@ -235,7 +236,7 @@ def test_the_git_shims_run_it_and_no_interpreter_starts_while_the_daemon_answers
     with running_daemon(repo):
         moved = run_git(repo, "checkout", "-q", "other", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert moved.returncode == 0 and "import time:" not in moved.stderr, moved.stderr
-    moves = baselines.summary(Store(discover(repo)))["moves"]
+    moves = git_moves.summary(Store(discover(repo)))["moves"]
     assert ("post-checkout", other) in [(m["hook"], m["newHead"]) for m in moves]
     back = run_git(repo, "checkout", "-q", "main", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert back.returncode == 0 and "import time:" in back.stderr, "no daemon: Python records"
@@ -264,7 +265,7 @@ def test_a_hung_daemon_is_given_up_on_and_the_call_runs_in_python(repo: Path) ->
     runs again, skips the request: one call, recorded once."""
     import signal
 
-    from gitguard import ledger
+    from gitguard.ledger import journal as ledger
 
     native = _built(repo)
     with running_daemon(repo) as pid:

@@ -1,4 +1,4 @@
-"""The daemon socket's one framing (gitguard.wire): what goes in comes out, bytes that are
+"""The daemon socket's one framing (gitguard.ipc.wire): what goes in comes out, bytes that are
 not UTF-8 included, and nothing hostile gets past `decode` as anything but ValueError."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import wire
+from gitguard.ipc import wire
 
 VALUES: list[object] = [
     {"op": "cli", "args": {"argv": ["call", "begin", "--input", '{"a": "\\u00e9"}'],
@@ -68,7 +68,7 @@ def test_other_framings_are_not_mistaken_for_this_one(data: bytes) -> None:
 
 
 def test_the_client_imports_neither_json_nor_re() -> None:
-    script = ("import sys, gitguard.entry, gitguard.wire as w; w.decode(w.encode([1]));"
+    script = ("import sys, gitguard.cli.entry, gitguard.ipc.wire as w; w.decode(w.encode([1]));"
               "print(sorted({'json', 're', 'enum', 'base64', 'typing'} & set(sys.modules)))")
     root = str(Path(wire.__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True,

@@ -12,11 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitguard import clock, durable, ledger, ledger_fold, verify
+from gitguard import clock
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
+from gitguard.ledger import fold, journal
 from gitguard.models import LedgerEvent, ToolLedgerEntry
-from gitguard.store import Store
+from gitguard.storage import durable, verify
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.crashkit import scratch_root
 
@@ -43,7 +45,7 @@ def reference(path: Path) -> tuple[dict[str, Any], list[str], dict[str, int], in
 
 
 def folded(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
-    state = ledger.read(store)
+    state = journal.read(store)
     return ({c: e.to_json() for c, e in state.entries.items()}, state.order, state.first_seq,
             state.last_seq)
 
@@ -51,36 +53,36 @@ def folded(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int
 def entry(number: int, status: str, path: str = "a.txt") -> ToolLedgerEntry:
     return ToolLedgerEntry(
         call_id=f"call_{number}", step_id=f"step_{number}", tool_name="Write",
-        input_hash=ledger.input_hash({"n": number}), status=status, risk_level="low",
+        input_hash=journal.input_hash({"n": number}), status=status, risk_level="low",
         idempotency="conditional", replay_policy="auto", session_id="s1",
         planned_at=clock.stamp(), declared_writes=(path,))
 
 
 def append_calls(store: Store, numbers: range, path: str = "a.txt") -> None:
     with store.writing():
-        state = ledger.read(store)
+        state = journal.read(store)
         for n in numbers:
             planned = entry(n, "planned", path)
-            ledger.append_entries(store, state, [planned])
-            ledger.append_entries(store, state, [planned.model_copy(update={"status": "started"})])
+            journal.append_entries(store, state, [planned])
+            journal.append_entries(store, state, [planned.model_copy(update={"status": "started"})])
             if n % 3:
-                ledger.append_entries(store, state, [
+                journal.append_entries(store, state, [
                     planned.model_copy(update={"status": "succeeded"})])
 
 
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setattr(ledger_fold, "FOLD_EVERY", 8)   # exercise the cache on a short ledger
+    monkeypatch.setattr(fold, "FOLD_EVERY", 8)   # exercise the cache on a short ledger
     work = scratch_root()
     made = Store(discover(work))
     append_calls(made, range(1, 13))
-    ledger.read(made)
+    journal.read(made)
     yield made
     shutil.rmtree(work, ignore_errors=True)
 
 
 def test_the_cache_is_written_and_used_and_agrees(store: Store) -> None:
-    cache = ledger_fold.cache_path(store.ledger_path)
+    cache = fold.cache_path(store.ledger_path)
     assert cache.is_file(), "a long enough read leaves a fold cache"
     assert folded(store) == reference(store.ledger_path)
     append_calls(store, range(13, 16))
@@ -95,13 +97,13 @@ def test_a_corrupt_line_under_the_cache_is_still_reported(store: Store) -> None:
     assert b'"seq":9' in lines[2]
     store.ledger_path.write_bytes(b"\n".join(lines))
     with pytest.raises(CorruptRecord, match="ledger.jsonl line 3 "):
-        ledger.read(store)
+        journal.read(store)
 
 
 def test_non_utf8_paths_survive_the_fast_parser(store: Store) -> None:
     odd = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
     append_calls(store, range(40, 50), path=odd)
-    assert ledger.read(store).entries["call_40"].declared_writes == (odd,)
+    assert journal.read(store).entries["call_40"].declared_writes == (odd,)
     assert folded(store) == reference(store.ledger_path)
 
 
@@ -110,11 +112,11 @@ def test_non_utf8_paths_survive_the_fast_parser(store: Store) -> None:
 @given(cut=st.integers(min_value=0, max_value=10**6))
 def test_cut_anywhere_with_a_cache_folds_like_a_full_read(store: Store, cut: int) -> None:
     whole = store.ledger_path.read_bytes()
-    ledger.read(store)                       # the cache covers the whole ledger
+    journal.read(store)                       # the cache covers the whole ledger
     store.ledger_path.write_bytes(whole[: cut % (len(whole) + 1)])
     try:
         assert folded(store) == reference(store.ledger_path)
-        assert ledger.read(store).torn == durable.read_jsonl(store.ledger_path).torn
+        assert journal.read(store).torn == durable.read_jsonl(store.ledger_path).torn
     finally:
         store.ledger_path.write_bytes(whole)
 
@@ -144,8 +146,8 @@ def session_states() -> list[ToolLedgerEntry]:
 
 
 def fresh_fold(store: Store) -> tuple[dict[str, Any], list[str], dict[str, int], int]:
-    ledger.forget()
-    ledger_fold.cache_path(store.ledger_path).unlink(missing_ok=True)
+    journal.forget()
+    fold.cache_path(store.ledger_path).unlink(missing_ok=True)
     return folded(store)
 
 
@@ -156,15 +158,15 @@ def test_old_and_new_formats_fold_to_the_same_entries() -> None:
         states = session_states()
         write_old_format(old_store, states)
         with new_store.writing():
-            state = ledger.read(new_store)
+            state = journal.read(new_store)
             for one in states:
-                ledger.append_entries(new_store, state, [one])
+                journal.append_entries(new_store, state, [one])
         assert new_store.ledger_path.stat().st_size < old_store.ledger_path.stat().st_size / 2
         assert fresh_fold(old_store) == fresh_fold(new_store) == reference(old_store.ledger_path)
         assert {c: e.to_json() for c, e in state.entries.items()} == fresh_fold(new_store)[0]
         records = durable.read_jsonl(new_store.ledger_path).records
-        assert list(ledger_fold.expanded(records)) != records, "later events are changes"
-        expanded = [r["entry"] for r in ledger_fold.expanded(records)]
+        assert list(fold.expanded(records)) != records, "later events are changes"
+        expanded = [r["entry"] for r in fold.expanded(records)]
         assert [ToolLedgerEntry.model_validate(e) for e in expanded] == states
     finally:
         shutil.rmtree(old, ignore_errors=True)
@@ -176,9 +178,9 @@ def test_a_change_to_an_unknown_call_is_reported(store: Store) -> None:
               "change": {"callId": "call_nobody", "status": "succeeded"}}
     with store.writing():
         durable.append_jsonl(store.ledger_path, [record])
-    ledger.forget()
+    journal.forget()
     with pytest.raises(CorruptRecord, match="changes a call that has no earlier event"):
-        ledger.read(store)
+        journal.read(store)
 
 
 @settings(max_examples=30, deadline=None,
@@ -190,9 +192,9 @@ def test_a_change_to_an_unknown_call_is_reported(store: Store) -> None:
 def test_changes_round_trip_through_a_fresh_and_an_incremental_fold(
         store: Store, updates: list[tuple[str, str | None]]) -> None:
     with store.writing():
-        state = ledger.read(store)
+        state = journal.read(store)
         current = entry(100 + len(state.order), "planned")
-        ledger.append_entries(store, state, [current])
+        journal.append_entries(store, state, [current])
         for n, (name, value) in enumerate(updates):
             if name == "summary" and value is None:
                 value = ""
@@ -202,8 +204,8 @@ def test_changes_round_trip_through_a_fresh_and_an_incremental_fold(
             if status == "uncertain" and current.status == "uncertain":
                 continue
             current = current.model_copy(update={"status": status, name: value})
-            ledger.append_entries(store, state, [current])
-    incremental = ledger.read(store)
+            journal.append_entries(store, state, [current])
+    incremental = journal.read(store)
     assert incremental.entries[current.call_id] == current
     assert fresh_fold(store) == reference(store.ledger_path)
     assert fresh_fold(store)[0][current.call_id] == current.to_json()

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import calls, clock, ledger
+from gitguard import clock
+from gitguard.calls import lifecycle
 from gitguard.errors import ReplayRefused
+from gitguard.ledger import journal
+from gitguard.ledger.replay import BLOCKING_STATUSES, effective_policy, stricter
 from gitguard.models import ToolLedgerEntry
-from gitguard.replay import BLOCKING_STATUSES, effective_policy, stricter
-from gitguard.store import Store
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.crashkit import scratch_root
 
@@ -34,7 +36,7 @@ IDEMPOTENCY = ("idempotent", "conditional", "non_idempotent")
 APPEND = """
 import sys
 from pathlib import Path
-from gitguard.store import Store
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.ledger.test_replay_index import append_calls
 append_calls(Store(discover(Path(sys.argv[1]))), range(int(sys.argv[2]), int(sys.argv[3])))
@@ -46,25 +48,25 @@ def entry(number: int) -> ToolLedgerEntry:
     return ToolLedgerEntry(
         call_id=f"call_{number}", step_id=f"step_{number}",
         tool_name=TOOLS[number % len(TOOLS)], session_id=SESSIONS[number // 3 % len(SESSIONS)],
-        input_hash=ledger.input_hash({"n": INPUTS[number // 5 % len(INPUTS)]}),
+        input_hash=journal.input_hash({"n": INPUTS[number // 5 % len(INPUTS)]}),
         status="planned", risk_level="low", idempotency=IDEMPOTENCY[number // 7 % 3],
         replay_policy=POLICIES[number // 2 % 3], planned_at=clock.stamp())
 
 
 def append_calls(store: Store, numbers: range) -> None:
     with store.writing():
-        state = ledger.read(store)
+        state = journal.read(store)
         for n in numbers:
             planned = entry(n)
             started = planned.model_copy(update={"status": "started"})
-            ledger.append_entries(store, state, [planned, started])
+            journal.append_entries(store, state, [planned, started])
             ending = ENDINGS[n % len(ENDINGS)]
             if ending is not None:
-                ledger.append_entries(store, state, [started.model_copy(
+                journal.append_entries(store, state, [started.model_copy(
                     update={"status": ending, "finished_at": clock.stamp()})])
 
 
-def walked_check(state: ledger.LedgerState, session_id: str, tool: str, digest: str,
+def walked_check(state: journal.LedgerState, session_id: str, tool: str, digest: str,
                  policy: str, confirm: bool, force: bool) -> str | None:
     """The replay check as it was: a walk of the whole ledger."""
     earlier = [e for e in state.in_order() if e.session_id == session_id and e.tool_name == tool
@@ -86,16 +88,16 @@ def outcome(check: object, *args: object) -> str | None:
         return "refused"
 
 
-def assert_index_is_the_walk(state: ledger.LedgerState) -> None:
-    keys = {ledger.run_key(e) for e in state.entries.values()}
-    keys |= set(itertools.product(SESSIONS, TOOLS, (ledger.input_hash({"n": 99}),)))
+def assert_index_is_the_walk(state: journal.LedgerState) -> None:
+    keys = {journal.run_key(e) for e in state.entries.values()}
+    keys |= set(itertools.product(SESSIONS, TOOLS, (journal.input_hash({"n": 99}),)))
     for key in keys:
-        walked = [e for e in state.in_order() if ledger.run_key(e) == key]
+        walked = [e for e in state.in_order() if journal.run_key(e) == key]
         assert state.runs_of(key) == walked, key
         for policy, confirm, force in itertools.product(POLICIES, (False, True), (False, True)):
             args = (state, *key, policy, confirm, force)
             lineage_args = (state, (key[0],), *key[1:], policy, confirm, force)
-            assert outcome(calls._replay_check, *lineage_args) == \
+            assert outcome(lifecycle._replay_check, *lineage_args) == \
                 outcome(walked_check, *args), args
 
 
@@ -108,19 +110,19 @@ def store() -> Iterator[Store]:
 
 def test_the_index_equals_the_walk_across_processes(store: Store) -> None:
     append_calls(store, range(1, 60))
-    assert_index_is_the_walk(ledger.read(store))
-    assert ledger.read(store).by_run is not None, "the process's cached fold keeps the index"
+    assert_index_is_the_walk(journal.read(store))
+    assert journal.read(store).by_run is not None, "the process's cached fold keeps the index"
     # Appended by another process since this one built its index: a tail read folds them in.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}       # the child runs in the store's repo
     subprocess.run([sys.executable, "-c", APPEND, str(store.ws.root), "60", "140"],
                    check=True, env=env, cwd=store.ws.root)
     append_calls(store, range(140, 150))                    # and this one's again
-    incremental = ledger.read(store)
+    incremental = journal.read(store)
     assert len(incremental.order) == 149
     assert incremental.by_run is not None, "kept up to date, not rebuilt"
     assert_index_is_the_walk(incremental)
-    ledger.forget()
-    fresh = ledger.read(store)
+    journal.forget()
+    fresh = journal.read(store)
     assert fresh.by_run is None
     assert_index_is_the_walk(fresh)
     assert fresh.by_run == incremental.by_run
@@ -128,12 +130,12 @@ def test_the_index_equals_the_walk_across_processes(store: Store) -> None:
 
 def test_a_call_whose_key_changes_is_reindexed(store: Store) -> None:
     append_calls(store, range(1, 10))
-    assert_index_is_the_walk(ledger.read(store))
+    assert_index_is_the_walk(journal.read(store))
     with store.writing():
-        state = ledger.read(store)
+        state = journal.read(store)
         moved = state.entries["call_2"].model_copy(update={"status": "failed", "tool_name": "X"})
-        ledger.append_entries(store, state, [moved])
+        journal.append_entries(store, state, [moved])
         assert_index_is_the_walk(state)
-    assert_index_is_the_walk(ledger.read(store))
-    ledger.forget()
-    assert_index_is_the_walk(ledger.read(store))
+    assert_index_is_the_walk(journal.read(store))
+    journal.forget()
+    assert_index_is_the_walk(journal.read(store))

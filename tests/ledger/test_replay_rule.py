@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from gitguard.ledger.replay import blocks, effective_policy, verdict
 from gitguard.models import ToolLedgerEntry
-from gitguard.replay import blocks, effective_policy, verdict
 
 STATUSES = ("planned", "approved", "started", "succeeded", "failed", "uncertain")
 IDEMPOTENCY = ("idempotent", "conditional", "non_idempotent")

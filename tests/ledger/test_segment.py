@@ -11,27 +11,30 @@ from typing import Any
 
 import pytest
 
-from gitguard import durable, gc_artifacts, ledger, ledger_fold, ledger_segment, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
-from gitguard.store import Store
+from gitguard.ledger import fold, journal
+from gitguard.ledger import segment as ledger_segment
+from gitguard.retention import artifacts
+from gitguard.storage import durable, verify
+from gitguard.storage.store import Store
 from tests.helpers.commands import gg
 from tests.helpers.storage import GC_ENV, calls
 
 
 def full_read(store: Store) -> list[dict[str, Any]]:
     """A fresh process's read: no in-process fold, no fold cache."""
-    ledger.forget()
-    ledger_fold.cache_path(store.ledger_path).unlink(missing_ok=True)
-    return [e.to_json() for e in ledger.read(store).in_order()]
+    journal.forget()
+    fold.cache_path(store.ledger_path).unlink(missing_ok=True)
+    return [e.to_json() for e in journal.read(store).in_order()]
 
 
 def reference(raw: bytes) -> list[dict[str, Any]]:
     """The slow way: every line decoded and folded, no cache."""
     latest: dict[str, dict[str, Any]] = {}
     for record in durable.parse_jsonl(Path("ledger.jsonl"), raw).records:
-        ledger_fold.apply(latest, record)
-    return [ledger_fold.validate({k: v})[k].to_json() for k, v in latest.items()]
+        fold.apply(latest, record)
+    return [fold.validate({k: v})[k].to_json() for k, v in latest.items()]
 
 
 def test_gc_moves_the_ledger_into_a_segment_that_every_reader_reads(repo: Path) -> None:
@@ -43,27 +46,27 @@ def test_gc_moves_the_ledger_into_a_segment_that_every_reader_reads(repo: Path) 
     assert ledger_segment.read_stream(store.ledger_path) == before   # no segment: as before
     entries = full_read(store)
     shown = json.loads(gg(repo, "ledger", "--json").stdout)
-    named = gc_artifacts.ledger_named(guard.ledger())
+    named = artifacts.ledger_named(guard.ledger())
     gg(repo, "gc", env=GC_ENV)
 
     assert store.ledger_path.read_bytes() == b""
     segment = ledger_segment.read_segment(store.ledger_path)
     assert segment.data == before            # the absorbed lines, verbatim
     assert ledger_segment.segment_path(store.ledger_path).stat().st_size < len(before) / 3
-    assert not ledger_fold.cache_path(store.ledger_path).exists()
+    assert not fold.cache_path(store.ledger_path).exists()
     assert full_read(store) == entries == reference(before)
     assert json.loads(gg(repo, "ledger", "--json").stdout) == shown
     fresh = Guard.open(repo)
-    assert gc_artifacts.ledger_named(fresh.ledger()) == named
+    assert artifacts.ledger_named(fresh.ledger()) == named
     for name in named:                       # still there, bundled by the same gc
         assert fresh.store.read_artifact("artifacts/" + name)
     assert verify.problems(fresh.store, fresh.snap) == []
 
     # Appends after gc go to ledger.jsonl: a process's incremental reads equal a full read,
     # seqs go on from the segment's, and a second gc absorbs them too.
-    ledger.read(fresh.store)
+    journal.read(fresh.store)
     calls(repo, fresh, 3, start=6)
-    incremental = [e.to_json() for e in ledger.read(fresh.store).in_order()]
+    incremental = [e.to_json() for e in journal.read(fresh.store).in_order()]
     stream = ledger_segment.read_stream(store.ledger_path)
     assert stream is not None and stream.startswith(before)
     assert incremental == full_read(store) == reference(stream)
@@ -86,11 +89,11 @@ def test_a_crash_between_segment_and_emptying_shows_each_record_once(repo: Path)
     store.ledger_path.write_bytes(live)       # as if killed before ledger.jsonl was emptied
     assert ledger_segment.read_stream(store.ledger_path) == live
     assert full_read(store) == entries
-    ledger.read(store)                        # a process holding a mark reads on from it
+    journal.read(store)                        # a process holding a mark reads on from it
     calls(repo, guard, 1, start=2)            # appended after the absorbed bytes
     grown = ledger_segment.read_stream(store.ledger_path)
     assert grown is not None and grown.startswith(live) and len(grown) > len(live)
-    incremental = [e.to_json() for e in ledger.read(store).in_order()]
+    incremental = [e.to_json() for e in journal.read(store).in_order()]
     assert incremental == full_read(store) == reference(grown)
     assert verify.problems(store, guard.snap) == []
     second = store.ledger_path.read_bytes()

@@ -15,11 +15,15 @@ from typing import Any
 
 import pytest
 
-from gitguard import artifact_journal, calls, checkpoints, client, ledger
 from gitguard.api import Guard
-from gitguard.daemon import Daemon
+from gitguard.calls import lifecycle
+from gitguard.daemon.daemon import Daemon
 from gitguard.errors import ReplayRefused
-from gitguard.store import Store
+from gitguard.ipc import client
+from gitguard.ledger import journal
+from gitguard.snapshot import checkpoints
+from gitguard.storage import artifact_journal
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg
 
@@ -28,13 +32,13 @@ SMALL = 4
 
 @pytest.fixture(autouse=True)
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(ledger, "WINDOW", SMALL)
+    monkeypatch.setattr(journal, "WINDOW", SMALL)
     monkeypatch.setattr(checkpoints, "KEEP", SMALL)
     monkeypatch.setattr(artifact_journal, "KEEP", SMALL)
-    ledger.forget()
+    journal.forget()
     checkpoints.forget()
     yield
-    ledger.forget()
+    journal.forget()
     checkpoints.forget()
 
 
@@ -46,20 +50,20 @@ def edit(guard: Guard, path: str, text: str) -> str:
 
 def fresh_fold(store: Store) -> dict[str, Any]:
     """The ledger as a process that never saw it folds it: from disk, no window."""
-    saved = dict(ledger._FOLDED)
-    ledger.forget()
+    saved = dict(journal._FOLDED)
+    journal.forget()
     try:
-        state = ledger.read(store)
+        state = journal.read(store)
         return {"entries": {c: e.to_json() for c, e in state.entries.items()},
                 "order": list(state.order), "first": dict(state.first_seq),
                 "last": state.last_seq, "calls": state.calls,
                 "runs": {c: tuple(r) for c, r in state.runs.items()}}
     finally:
-        ledger._FOLDED.clear()
-        ledger._FOLDED.update(saved)
+        journal._FOLDED.clear()
+        journal._FOLDED.update(saved)
 
 
-def kept_view(state: ledger.LedgerState) -> dict[str, Any]:
+def kept_view(state: journal.LedgerState) -> dict[str, Any]:
     """The same fields of a state that kept only a window (entries read back from disk)."""
     return {"entries": {c: e.to_json() for c, e in state.entries.items()},
             "order": list(state.order), "first": dict(state.first_seq),
@@ -75,7 +79,7 @@ def test_an_old_open_call_ends_and_old_calls_are_found(repo: Path) -> None:
     first = edit(guard, "src/a.txt", "a1\n")
     for n in range(3 * SMALL):
         edit(guard, f"src/n{n}.txt", f"{n}\n")
-    cached = ledger._FOLDED[guard.store.ledger_path][1]
+    cached = journal._FOLDED[guard.store.ledger_path][1]
     assert first not in cached.recent and shell.call_id in cached.recent, \
         "finished calls leave the window, open ones stay"
     assert len(cached.recent) <= SMALL + 1
@@ -83,8 +87,8 @@ def test_an_old_open_call_ends_and_old_calls_are_found(repo: Path) -> None:
     # The shell call's window overlapped call_2 ... (declared writes, left the window since):
     # their declared paths are theirs, not the shell call's; built.txt is its own.
     assert [p.path for p in ended.file_patches] == ["built.txt"]
-    assert ledger.read(guard.store).get(first).file_patches[0].path == "src/a.txt"
-    assert kept_view(ledger.read(guard.store)) == fresh_fold(guard.store)
+    assert journal.read(guard.store).get(first).file_patches[0].path == "src/a.txt"
+    assert kept_view(journal.read(guard.store)) == fresh_fold(guard.store)
     assert guard.diff(first).startswith(b"diff --git a/src/a.txt")   # its patch, read back
     gg(repo, "verify")
 
@@ -96,7 +100,7 @@ def test_a_replay_of_a_call_older_than_the_window_is_still_refused(repo: Path) -
     guard.end_call(sent.call_id, "succeeded")
     for n in range(3 * SMALL):
         edit(guard, f"src/n{n}.txt", f"{n}\n")
-    assert sent.call_id not in ledger._FOLDED[guard.store.ledger_path][1].recent
+    assert sent.call_id not in journal._FOLDED[guard.store.ledger_path][1].recent
     with pytest.raises(ReplayRefused, match=f"already ran as {sent.call_id} "):
         guard.begin_call("send_email", {"to": "a@example.com"})
     # As a fresh process sees it: the same refusal, from the ledger on disk.
@@ -115,16 +119,16 @@ def test_the_replay_guard_equals_a_walk_of_the_whole_ledger(repo: Path) -> None:
         entry = guard.begin_call("Bash", {"command": f"echo {n % 3}"},
                                  replay="ask", confirm=True)
         guard.end_call(entry.call_id, "failed" if n % 4 == 0 else "succeeded")
-    state = ledger.read(guard.store)
+    state = journal.read(guard.store)
     for n in range(4):
-        digest = ledger.input_hash({"command": f"echo {n}"})
+        digest = journal.input_hash({"command": f"echo {n}"})
         key = ("s1", "Bash", digest)
-        walked = [e for e in state.in_order() if ledger.run_key(e) == key]
+        walked = [e for e in state.in_order() if journal.run_key(e) == key]
         assert state.runs_of(key) == walked
         for confirm in (False, True):
             try:
-                got: str | None = calls._replay_check(state, ("s1",), "Bash", digest, "auto",
-                                                      confirm, False)
+                got: str | None = lifecycle._replay_check(state, ("s1",), "Bash", digest, "auto",
+                                                          confirm, False)
             except ReplayRefused:
                 got = "refused"
             blocking = [e for e in walked if e.status == "succeeded"]
@@ -178,10 +182,10 @@ def test_a_fresh_process_agrees_with_the_daemon(repo: Path) -> None:
             send("call", "end", json.loads(begun["stdout"])["callId"], "--status",
                  "succeeded")
         send("call", "end", long_open, "--status", "succeeded")
-        cached = ledger._FOLDED[daemon.guard.store.ledger_path][1]
+        cached = journal._FOLDED[daemon.guard.store.ledger_path][1]
         assert cached.whole is None, "the daemon let go of the whole history"
         assert len(cached.recent) <= SMALL
-        assert kept_view(ledger.read(daemon.guard.store)) == fresh_fold(daemon.guard.store)
+        assert kept_view(journal.read(daemon.guard.store)) == fresh_fold(daemon.guard.store)
     finally:
         daemon.shutdown()
     listed = json.loads(gg(repo, "ledger", "--json").stdout)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gitguard.recovery_note import MAX_CHANGED, MAX_DO_NOT_REPEAT, CallFact, NoteFacts, PathFact
-from gitguard.recovery_note import render as render_note
+from gitguard.recovery.note import MAX_CHANGED, MAX_DO_NOT_REPEAT, CallFact, NoteFacts, PathFact
+from gitguard.recovery.note import render as render_note
 
 APPLY = CallFact("call_13", "apply_patch", "succeeded", "patch src/app.py", "conditional",
                  ("filesystem",))

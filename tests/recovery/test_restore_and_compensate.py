@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from gitguard import trace
 from gitguard.api import Guard
+from gitguard.storage import trace_log
 from tests.helpers.commands import gg
 from tests.helpers.gitstate import GitState
 from tests.helpers.rollback import tree_state
@@ -39,7 +39,7 @@ def test_restore_session_returns_state_and_messages_and_touches_no_file(
     [action] = ledger_actions(repo)
     assert action["action"] == {"type": "restore_session", "checkpointId": ckpt}
     assert action["detail"]["branchPoint"]["ledgerSeq"] == out["branchPoint"]["ledgerSeq"]
-    names = [e.name for e in trace.read(Guard.open(repo).store)]
+    names = [e.name for e in trace_log.read(Guard.open(repo).store)]
     assert "recovery.restore_session" in names
 
 
@@ -73,7 +73,7 @@ def test_compensate_shows_then_runs_the_declared_argv_once(repo: Path,
     assert not (repo / "pwned").exists()
     entries = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
     comp = entries[ran["compensationCallId"]]
-    assert comp["compensates"] == "call_1" and comp["toolName"] == "gitguard.compensate"
+    assert comp["compensates"] == "call_1" and comp["toolName"] == "gitguard.recovery.compensate"
     assert comp["idempotency"] == "non_idempotent" and comp["replayPolicy"] == "never"
     [action] = ledger_actions(repo)
     assert action["action"] == {"type": "compensate_external_action", "ledgerEntryId": "call_1"}

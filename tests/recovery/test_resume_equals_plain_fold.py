@@ -9,16 +9,17 @@ from typing import Any
 
 import pytest
 
-from gitguard import ledger, ledger_fold, recovery
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
-from gitguard.replay import verdict
+from gitguard.ledger import fold, journal
+from gitguard.ledger.replay import verdict
+from gitguard.recovery import resume
 from tests.helpers.crashkit import make_repo, scratch_root
 
 
 @pytest.fixture
 def guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[Guard]:
-    monkeypatch.setattr(ledger_fold, "FOLD_EVERY", 4)    # the fold cache on a short ledger
+    monkeypatch.setattr(fold, "FOLD_EVERY", 4)    # the fold cache on a short ledger
     root = scratch_root()
     made = Guard.init(make_repo(root / "repo"))
     made.start_session("s1")
@@ -51,11 +52,11 @@ def run_with_every_status(g: Guard) -> None:
 
 def expected(g: Guard, sid: str) -> dict[str, Any]:
     """The plain definitions, over a full read without the fold cache."""
-    ledger.forget()
-    ledger_fold.cache_path(g.store.ledger_path).unlink(missing_ok=True)
-    entries = [e for e in ledger.read_full(g.store).in_order() if e.session_id == sid]
+    journal.forget()
+    fold.cache_path(g.store.ledger_path).unlink(missing_ok=True)
+    entries = [e for e in journal.read_full(g.store).in_order() if e.session_id == sid]
     finished = [e for e in entries if e.status in ("succeeded", "failed")
-                and not recovery.never_started(e) and not e.tool_name.startswith("gitguard.")]
+                and not resume.never_started(e) and not e.tool_name.startswith("gitguard.")]
     return {"uncertain": [e.call_id for e in entries if e.status == "uncertain"],
             "doNotRepeat": [e.call_id for e in entries if not verdict(e).replayable],
             "lastCompletedStep": finished[-1].step_id}
@@ -63,7 +64,7 @@ def expected(g: Guard, sid: str) -> dict[str, Any]:
 
 def test_resume_equals_the_plain_fold_and_twice_is_the_same(guard: Guard) -> None:
     run_with_every_status(guard)
-    ledger.forget()            # as a fresh process finds it: the fold cache only
+    journal.forget()            # as a fresh process finds it: the fold cache only
     first = guard.resume().to_json()
     assert first["uncertain"] == ["call_9"]
     want = expected(guard, "s1")
@@ -78,8 +79,8 @@ def test_a_corrupt_ledger_line_fails_resume_and_writes_nothing(guard: Guard) -> 
     lines = guard.store.ledger_path.read_bytes().split(b"\n")
     lines[3] = lines[3].replace(b'"seq":4', b'"seq":99')
     guard.store.ledger_path.write_bytes(b"\n".join(lines))
-    ledger.forget()
-    ledger_fold.cache_path(guard.store.ledger_path).unlink(missing_ok=True)
+    journal.forget()
+    fold.cache_path(guard.store.ledger_path).unlink(missing_ok=True)
     before = guard.store.ledger_path.read_bytes()
     with pytest.raises(CorruptRecord, match="ledger.jsonl line 4 "):
         guard.resume()

@@ -1,4 +1,4 @@
-"""gc drops the attribution rows no kept checkpoint can need (gitguard.gc_attribution):
+"""gc drops the attribution rows no kept checkpoint can need (gitguard.retention.attribution):
 every rollback to a kept checkpoint plans the same steps and conflicts as before gc, the
 newest row of each path (what `status` reads) stays, and a user edit stays protected.
 
@@ -10,15 +10,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gitguard import attrlog, gc_attribution, rollback
 from gitguard.api import Guard
-from gitguard.attribution import USER, Verdict
+from gitguard.calls import attribution_log
+from gitguard.calls.attribution import USER, Verdict
+from gitguard.retention import attribution
+from gitguard.rollback import rollback_files
 from tests.helpers.commands import gg
 from tests.helpers.storage import GC_ENV
 
 
 def rows(guard: Guard, *items: tuple[str, str, str]) -> None:
-    attrlog.append(guard.store, [Verdict(p, owner, conf, time.time()) for p, owner, conf in items])
+    attribution_log.append(guard.store, [Verdict(p, owner, conf, time.time())
+                                         for p, owner, conf in items])
 
 
 def write(guard: Guard, repo: Path, rel: str, text: str, confidence: str = "exact") -> None:
@@ -31,7 +34,7 @@ def plans(guard: Guard) -> dict[str, tuple[list[tuple[str, str | None]], list[st
     """Per checkpoint, what a rollback to it would do (a dry run writes nothing)."""
     found = {}
     for row in guard.checkpoints():
-        result = rollback.rollback_files(guard, row.checkpoint_id, dry_run=True)
+        result = rollback_files.rollback_files(guard, row.checkpoint_id, dry_run=True)
         found[row.checkpoint_id] = (sorted((c.path, c.reason) for c in result.plan.conflicts),
                                     sorted(s.path for s in result.plan.steps))
     return found
@@ -59,19 +62,19 @@ def test_gc_drops_unneeded_attribution_rows_and_rollback_still_protects(repo: Pa
     guard.end_session()
     store = guard.store
     full = store.attribution_path.read_bytes()
-    before_rows = attrlog.read(store)
-    before_latest = attrlog.latest(store)
+    before_rows = attribution_log.read(store)
+    before_latest = attribution_log.latest(store)
     # Every checkpoint counted as kept: compacting alone changes no rollback's plan.
     before = plans(guard)
     with store.writing():
-        assert gc_attribution.compact(store, [r.created_at for r in guard.checkpoints()]) > 0
+        assert attribution.compact(store, [r.created_at for r in guard.checkpoints()]) > 0
     assert plans(guard) == before
     store.attribution_path.write_bytes(full)
     gg(repo, "gc", env=GC_ENV)
 
     fresh = Guard.open(repo)
-    after_rows = attrlog.read(fresh.store)
-    assert attrlog.latest(fresh.store) == before_latest
+    after_rows = attribution_log.read(fresh.store)
+    assert attribution_log.latest(fresh.store) == before_latest
     rest = iter(before_rows)                           # a subsequence, in order
     assert all(any(r == b for b in rest) for r in after_rows)
     assert len(after_rows) < len(before_rows)
@@ -88,7 +91,7 @@ def test_gc_drops_unneeded_attribution_rows_and_rollback_still_protects(repo: Pa
     fresh.store.attribution_path.write_bytes(compacted)
 
     # Rolling back for real after gc, to the oldest kept checkpoint: the user's edits stay.
-    rollback.rollback_files(fresh, fresh.checkpoints()[0].checkpoint_id)
+    rollback_files.rollback_files(fresh, fresh.checkpoints()[0].checkpoint_id)
     assert (repo / "c.txt").read_text() == "the user's last word\n"
     assert (repo / "e.txt").read_text() == "the user's own file\n"
 
@@ -100,9 +103,9 @@ def test_compact_keeps_every_row_while_each_can_still_matter(repo: Path) -> None
     rows(guard, ("a.txt", USER, "exact"))
     raw = guard.store.attribution_path.read_bytes()
     with guard.store.writing():                        # no kept checkpoint: newest per path
-        assert gc_attribution.compact(guard.store, []) == 1
-    assert [(r.path, r.owner) for r in attrlog.read(guard.store)] == [("a.txt", USER)]
+        assert attribution.compact(guard.store, []) == 1
+    assert [(r.path, r.owner) for r in attribution_log.read(guard.store)] == [("a.txt", USER)]
     guard.store.attribution_path.write_bytes(raw)
     with guard.store.writing():                        # a user row after the checkpoint stays
-        assert gc_attribution.compact(guard.store, ["2000-01-01T00:00:00.000Z"]) == 1
+        assert attribution.compact(guard.store, ["2000-01-01T00:00:00.000Z"]) == 1
     assert guard.store.attribution_path.read_bytes() == raw.split(b"\n", 1)[1]

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import (
+from gitguard.api import Guard
+from gitguard.errors import CorruptRecord
+from gitguard.snapshot import checkpoints
+from gitguard.storage import (
     artifact_bundle,
     artifact_journal,
-    checkpoints,
-    dirshrink,
+    dir_compaction,
     durable,
     sealing,
-    trace,
+    trace_log,
     trace_view,
     verify,
 )
-from gitguard.api import Guard
-from gitguard.errors import CorruptRecord
 from tests.helpers.commands import gg
 from tests.helpers.storage import GC_ENV, calls
 
@@ -39,7 +39,7 @@ def test_gc_compacts_trace_and_artifacts_and_reads_back_the_same(repo: Path) -> 
     guard = Guard.open(repo)
     guard.start_session("s1")
     calls(repo, guard, 6)
-    events = [e.to_json() for e in trace.read(guard.store)]
+    events = [e.to_json() for e in trace_log.read(guard.store)]
     stored = artifacts_of(guard)
     assert len(stored) == 18
     loaded = {r.checkpoint_id: guard.load_checkpoint(r.checkpoint_id).to_json()
@@ -59,10 +59,10 @@ def test_gc_compacts_trace_and_artifacts_and_reads_back_the_same(repo: Path) -> 
         assert {**now, "snapshotCommit": None} == {**was, "snapshotCommit": None}
         assert fresh.snap.tree_of(now["snapshotCommit"]) == trees[row.checkpoint_id]
     # The trace: every event still there, in order, now from the segment; gc's own after.
-    after = [e.to_json() for e in trace.read(store)]
+    after = [e.to_json() for e in trace_log.read(store)]
     assert after[:len(events)] == events
     assert [e["name"] for e in after[len(events):]] == ["gc.pack", "gc.pack", "gc.run"]
-    assert trace.read_segment(store).records == after[:len(events) + 1]
+    assert trace_log.read_segment(store).records == after[:len(events) + 1]
     assert [e["name"] for e in durable.read_jsonl(store.trace_path).records] == ["gc.pack",
                                                                                  "gc.run"]
     shown = json.loads(gg(repo, "trace", "--json").stdout)
@@ -79,14 +79,14 @@ def test_gc_compacts_trace_and_artifacts_and_reads_back_the_same(repo: Path) -> 
     fresh.start_session("s2")
     calls(repo, fresh, 3, start=6)
     more = artifacts_of(fresh)
-    before_second = [e.to_json() for e in trace.read(store)]
+    before_second = [e.to_json() for e in trace_log.read(store)]
     gg(repo, "gc", env=GC_ENV)
     again = Guard.open(repo)
     assert [p.name for p in again.store.artifacts_dir.iterdir()
             if artifact_bundle.is_bundle(p.name)] != names
     assert len(list(again.store.artifacts_dir.iterdir())) == 1
     assert artifacts_of(again) == more
-    assert [e.to_json() for e in trace.read(again.store)][:len(before_second)] == before_second
+    assert [e.to_json() for e in trace_log.read(again.store)][:len(before_second)] == before_second
     gg(repo, "verify")
 
 
@@ -96,22 +96,22 @@ def test_a_crash_between_segment_and_truncation_shows_each_event_once(repo: Path
     calls(repo, guard, 2)
     store = guard.store
     live = store.trace_path.read_bytes()
-    events = trace.read_records(store)
+    events = trace_log.read_records(store)
     with store.writing():
-        assert trace.compact(store, "2000-01-01") == 0
+        assert trace_log.compact(store, "2000-01-01") == 0
     assert store.trace_path.read_bytes() == b""
     store.trace_path.write_bytes(live)          # as if killed before trace.jsonl was emptied
-    assert trace.read_records(store) == events
+    assert trace_log.read_records(store) == events
     calls(repo, guard, 1, start=2)              # appends after the absorbed bytes count
-    grown = trace.read_records(store)
+    grown = trace_log.read_records(store)
     assert grown[:len(events)] == events and len(grown) > len(events)
     with store.writing():
-        trace.compact(store, "2000-01-01")
-    assert trace.read_records(store) == grown
+        trace_log.compact(store, "2000-01-01")
+    assert trace_log.read_records(store) == grown
     # Old events go by the cutoff, from the segment as from the live file.
     with store.writing():
-        dropped = trace.compact(store, grown[3]["at"])
-    assert trace.read_records(store) == [r for r in grown if r["at"] >= grown[3]["at"]]
+        dropped = trace_log.compact(store, grown[3]["at"])
+    assert trace_log.read_records(store) == [r for r in grown if r["at"] >= grown[3]["at"]]
     assert dropped == sum(1 for r in grown if r["at"] < grown[3]["at"])
 
 
@@ -125,7 +125,7 @@ def test_a_damaged_segment_or_bundle_is_reported_not_misread(repo: Path) -> None
     raw[-3] ^= 0xFF
     store.trace_segment_path.write_bytes(bytes(raw))
     with pytest.raises(CorruptRecord, match="trace.segment"):
-        trace.read(store)
+        trace_log.read(store)
     bundle = artifact_bundle.bundles(store.artifacts_dir)[0]
     data = bytearray(bundle.read_bytes())
     data[-3] ^= 0xFF
@@ -211,19 +211,19 @@ def test_shrink_keeps_every_entry_and_finishes_a_killed_swap(tmp_path: Path) -> 
     (directory / "incomplete" / "ckpt.json").write_bytes(b"{}")
     before = {p.name: p.stat().st_ino for p in directory.iterdir()}
     with open(directory / "result_call_02995.txt", "ab") as held:   # a writer keeps it open
-        assert dirshrink.shrink(directory, min_bytes=1) is True
+        assert dir_compaction.shrink(directory, min_bytes=1) is True
         held.write(b"more")
     assert {p.name: p.stat().st_ino for p in directory.iterdir()} == before
     assert (directory / "result_call_02995.txt").read_bytes() == b"xmore"
     assert (directory / "incomplete" / "ckpt.json").read_bytes() == b"{}"
     assert directory.stat().st_size <= grown
-    assert not dirshrink.swap_path(directory).exists()
+    assert not dir_compaction.swap_path(directory).exists()
     # Killed after the exchange: the swap directory holds the old one, with an entry the
     # new one lacks; the next shrink moves it back before anything else.
-    swap = dirshrink.swap_path(directory)
+    swap = dir_compaction.swap_path(directory)
     swap.mkdir()
     (swap / "late.txt").write_bytes(b"late")
     os.link(directory / "result_call_02999.txt", swap / "result_call_02999.txt")
-    assert dirshrink.shrink(directory) is False       # small now: only the finishing
+    assert dir_compaction.shrink(directory) is False       # small now: only the finishing
     assert (directory / "late.txt").read_bytes() == b"late" and not swap.exists()
     assert len(list(directory.iterdir())) == len(before) + 1

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import artifact_journal, durable, gc, packing, retention, verify
 from gitguard.api import Guard
+from gitguard.git import packing
 from gitguard.models import CheckpointIndexRow
+from gitguard.retention import collect, policy
 from gitguard.settings import Retention
+from gitguard.storage import artifact_journal, durable, verify
 from tests.helpers.commands import gg, git
 from tests.helpers.gitstate import GitState, capture, fsck_clean
 
@@ -187,7 +189,7 @@ def test_a_crash_anywhere_in_gc_leaves_a_verifiable_store(repo: Path, fault: str
     again = Guard.open(repo)
     for row in again.checkpoints():
         again.messages(again.load_checkpoint(row.checkpoint_id))
-    gc.run(again.store, again.snap, again.settings)
+    collect.run(again.store, again.snap, again.settings)
     assert problems(repo) == []
     assert "refs/gitguard/gc/" not in git(repo, "for-each-ref", "refs/gitguard/")
 
@@ -271,16 +273,16 @@ def test_retention_policy() -> None:
                   ("a7", "a", "post", 0), ("a8", "a", "pre", 0),
                   ("b1", "b", "pre", 9), ("b2", "b", "post", 9), ("b3", "b", "pre", 9)])
     now = datetime(2026, 1, 10, tzinfo=UTC)
-    plan = retention.choose(rows, Retention(keep_first=1, keep_last=1, keep_days=2), now,
-                            pinned=["a4", "zz"], in_flight=["a2"], conflicts=["a6"],
-                            complete=[r.checkpoint_id for r in rows if r.checkpoint_id != "a8"])
+    plan = policy.choose(rows, Retention(keep_first=1, keep_last=1, keep_days=2), now,
+                         pinned=["a4", "zz"], in_flight=["a2"], conflicts=["a6"],
+                         complete=[r.checkpoint_id for r in rows if r.checkpoint_id != "a8"])
     assert plan.prune == ["a5"]
     assert plan.keep == {
         "a1": ["first"], "a2": ["call in flight"], "a3": ["resume"], "a4": ["pinned"],
         "a6": ["open conflict"], "a7": ["newest complete"], "a8": ["last"],
         "b1": ["first", "young session"], "b2": ["young session"],
         "b3": ["last", "young session", "newest complete"]}
-    old = retention.choose(rows, Retention(keep_first=0, keep_last=1, keep_days=0), now)
+    old = policy.choose(rows, Retention(keep_first=0, keep_last=1, keep_days=0), now)
     assert old.prune == ["a1", "a2", "a4", "a5", "a6", "a7", "b1", "b2"]
 
 

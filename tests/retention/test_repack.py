@@ -1,4 +1,4 @@
-"""`gitguard gc`'s whole-repository repack (gitguard.gc_repack), by default up to a size.
+"""`gitguard gc`'s whole-repository repack (gitguard.retention.repack), by default up to a size.
 
 It is the one place gitguard rewrites the user's packs, so the tests check what a user
 would worry about: every object stays (unreachable ones too), HEAD, index, branches,
@@ -11,8 +11,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from gitguard import packing, trace
 from gitguard.api import Guard
+from gitguard.git import packing
+from gitguard.storage import trace_log
 from tests.helpers.commands import gg, git
 from tests.helpers.gitstate import capture, fsck_clean
 from tests.helpers.storage import GC_ENV, calls
@@ -61,7 +62,7 @@ def test_repack_repository_keeps_every_object_and_the_users_state(repo: Path) ->
     assert exists(repo, loose) and exists(repo, dropped), "unreachable objects are kept"
     assert git(repo, "stash", "list").strip(), "the fixture's stash is still there"
     assert not packing.own_packs(Guard.open(repo).store), "our packs went into git's"
-    runs = [e for e in trace.read(Guard.open(repo).store) if e.name == "gc.run"]
+    runs = [e for e in trace_log.read(Guard.open(repo).store) if e.name == "gc.run"]
     assert runs[-1].data["repackMs"] == round(repacked["durationMs"], 3) > 0
     gg(repo, "verify")
     fsck_clean(repo)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import conflicts
 from gitguard.api import Guard
 from gitguard.errors import GitguardError
-from gitguard.merge import merge3
-from gitguard.rollback import rollback_files
+from gitguard.git.merge import merge3
+from gitguard.rollback import conflicts
+from gitguard.rollback.rollback_files import rollback_files
 from tests.helpers.commands import gg
 from tests.helpers.gitstate import GitState
 from tests.helpers.rollback import tree_state

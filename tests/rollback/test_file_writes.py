@@ -9,11 +9,13 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitguard import fileops, ledger, treeedit
 from gitguard.api import Guard
-from gitguard.fileops import FileState
-from gitguard.gitobjects import EXECUTABLE, LINK, REGULAR
-from gitguard.guarded import Step, apply
+from gitguard.git import tree_edit
+from gitguard.git.objects import EXECUTABLE, LINK, REGULAR
+from gitguard.ledger import journal
+from gitguard.rollback import fileops
+from gitguard.rollback.fileops import FileState
+from gitguard.rollback.workspace_writer import Step, apply
 from tests.helpers.commands import gg
 from tests.helpers.rollback import put, tree_state
 
@@ -54,7 +56,7 @@ def test_tree_with_builds_the_tree_git_would(repo: Path, tmp_path: Path) -> None
         else:
             states[path] = None
     expected = git_tree(repo, repo / ".git", index)
-    assert treeedit.tree_with(repository, base, states) == expected
+    assert tree_edit.tree_with(repository, base, states) == expected
 
 
 def test_write_state_replaces_a_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
@@ -93,7 +95,7 @@ def test_a_file_changed_after_planning_is_left_and_reported(repo: Path) -> None:
     planned = FileState(str(pygit2.hash(b"def main():\n    return 1\n")), REGULAR)
     target = FileState(str(guard.snap.repo.create_blob(b"agent\n")), REGULAR)
     with guard.store.writing():
-        done = apply(guard, ledger.read(guard.store), session_id="s", tool_name="gitguard.test",
+        done = apply(guard, journal.read(guard.store), session_id="s", tool_name="gitguard.test",
                      id_prefix="test", summary="", tool_input={},
                      steps=[Step("src/app.py", planned, target)], now={"src/app.py": planned})
     assert done.done == () and [s.path for s, _ in done.raced] == ["src/app.py"]

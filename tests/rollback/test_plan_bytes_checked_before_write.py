@@ -11,11 +11,14 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitguard import durable, fileops, ledger, rollback
 from gitguard.api import Guard
-from gitguard.fileops import FileState
-from gitguard.gitobjects import REGULAR
-from gitguard.rollback import rollback_files
+from gitguard.git.objects import REGULAR
+from gitguard.ledger import journal
+from gitguard.rollback import fileops
+from gitguard.rollback import rollback_files as rollback
+from gitguard.rollback.fileops import FileState
+from gitguard.rollback.rollback_files import rollback_files
+from gitguard.storage import durable
 
 
 def _same_size_edit(full: Path, data: bytes) -> None:
@@ -162,7 +165,7 @@ def test_the_finished_entry_and_the_action_are_one_append_read_back_alike(
 
         monkeypatch.setattr(durable, "append_jsonl", counted)
         result = rollback_files(guard, target)
-        state = ledger.read(guard.store)
+        state = journal.read(guard.store)
     finally:
         guard.close()
     assert result.applied is not None and result.restored == ["README.md"]

@@ -13,13 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import checkpoints, durable, fileops, gitobjects, rollback, trace, treeedit
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
+from gitguard.git import objects, tree_edit
 from gitguard.models import Attribution
-from gitguard.rollback import rollback_files
+from gitguard.rollback import fileops
+from gitguard.rollback import rollback_files as rollback
+from gitguard.rollback.rollback_files import rollback_files
 from gitguard.settings import Settings
-from gitguard.snapshot import TreeResult
+from gitguard.snapshot import checkpoints
+from gitguard.snapshot.snapshotter import TreeResult
+from gitguard.storage import durable, trace_log
 from gitguard.workspace import discover, safe_relpath
 from tests.helpers.commands import gg
 from tests.helpers.gitstate import GitState, fsck_clean
@@ -83,7 +87,7 @@ def test_cli_restores_the_agent_files_reports_the_users_and_undoes_itself(
               (repo / ".git" / "gitguard" / "ledger.jsonl").read_bytes().splitlines()]
     actions = [e["action"] for e in ledger if e.get("action")]
     assert actions == [{"type": "rollback_files", "checkpointId": ckpt}]
-    events = [e.name for e in trace.read(Guard.open(repo).store)]
+    events = [e.name for e in trace_log.read(Guard.open(repo).store)]
     assert "rollback.files" in events
     assert "conflict.pending" in events
 
@@ -289,7 +293,8 @@ def test_python_api_runs_in_a_subprocess_without_the_cli(repo: Path) -> None:
     guard = Guard.open(repo)
     ckpt = guard.checkpoint("manual").checkpoint_id
     agent_call(guard, "Write", {"x.txt": ("file", b"x\n", False)})
-    script = ("import sys\nfrom gitguard.api import Guard\nfrom gitguard.rollback import "
+    script = ("import sys\nfrom gitguard.api import Guard\n"
+              "from gitguard.rollback.rollback_files import "
               "rollback_files\nrollback_files(Guard.open(sys.argv[1]), sys.argv[2])\n")
     proc = subprocess.run([sys.executable, "-c", script, str(repo), ckpt], capture_output=True,
                           text=True, check=True)
@@ -318,9 +323,9 @@ def test_a_checkpoint_tree_naming_a_path_outside_is_refused(repo: Path) -> None:
     entry = guard.begin_call("Bash", {"command": "crashes"})          # never ended
     pre = guard.load_checkpoint(entry.pre_checkpoint_id or "")
     git_repo = guard.snap.repo
-    escape = treeedit.tree_with(git_repo, gitobjects.EMPTY_TREE,
+    escape = tree_edit.tree_with(git_repo, objects.EMPTY_TREE,
                                {"x": fileops.FileState(str(git_repo.create_blob(b"x")),
-                                                       gitobjects.REGULAR)})
+                                                       objects.REGULAR)})
     forged = guard.snap.tree_of(pre.snapshot_commit)
     body = git_repo.odb.read(forged)[1] + b"40000 ..\0" + bytes.fromhex(escape)
     tree = str(git_repo.odb.write(2, body))

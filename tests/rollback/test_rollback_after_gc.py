@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.rollback import rollback_files
+from gitguard.rollback.rollback_files import rollback_files
 from tests.helpers.commands import gg
 from tests.helpers.rollback import tree_state
 from tests.helpers.storage import GC_ENV

@@ -15,20 +15,24 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard import checkpoints, fileops, ledger, patchtext, treediff, treeedit, verify
 from gitguard.api import Guard
-from gitguard.fileops import FileState
-from gitguard.gitobjects import REGULAR
-from gitguard.guarded import Step, apply
+from gitguard.git import patch_text, tree_diff, tree_edit
+from gitguard.git.objects import REGULAR
+from gitguard.ledger import journal
 from gitguard.models import ToolLedgerEntry
-from gitguard.rollback import rollback_files
+from gitguard.rollback import fileops
+from gitguard.rollback.fileops import FileState
+from gitguard.rollback.rollback_files import rollback_files
+from gitguard.rollback.workspace_writer import Step, apply
+from gitguard.snapshot import checkpoints
+from gitguard.storage import verify
 
 
 def _slow_patch(guard: Guard, entry: ToolLedgerEntry) -> bytes:
     rows = checkpoints.read_index(guard.store)
     pre = guard.snap.tree_of(rows.find(entry.pre_checkpoint_id or "").snapshot_commit)
     post = guard.snap.tree_of(rows.find(entry.post_checkpoint_id or "").snapshot_commit)
-    return patchtext.render(guard.snap.repo, treediff.diff_trees(guard.snap.repo, pre, post))
+    return patch_text.render(guard.snap.repo, tree_diff.diff_trees(guard.snap.repo, pre, post))
 
 
 def test_patch_made_before_the_writes_equals_the_diff_of_the_checkpoints(repo: Path) -> None:
@@ -55,7 +59,7 @@ def test_patch_made_before_the_writes_equals_the_diff_of_the_checkpoints(repo: P
         assert not any(n.startswith(("patch_rollback", "input_rollback")) for n in names)
         assert b'"targets"' in guard.store.read_artifact(entry.input_ref or "")
         # The file patch rows, built without validation, read back (validated) the same.
-        assert ledger.read(guard.store).entries[entry.call_id].file_patches == \
+        assert journal.read(guard.store).entries[entry.call_id].file_patches == \
             entry.file_patches
         # The state the rollback left is the target's; its patch undoes it.
         subprocess.run(["git", "apply", "-R", "--check"], cwd=repo, input=stored, check=True)
@@ -74,7 +78,7 @@ def test_a_path_left_by_a_race_is_not_in_the_patch(repo: Path) -> None:
         readme = FileState(str(pygit2.hash((repo / "README.md").read_bytes())), REGULAR)
         target = FileState(str(guard.snap.repo.create_blob(b"agent\n")), REGULAR)
         with guard.store.writing():
-            done = apply(guard, ledger.read(guard.store), session_id="s",
+            done = apply(guard, journal.read(guard.store), session_id="s",
                          tool_name="gitguard.test", id_prefix="test", summary="", tool_input={},
                          steps=[Step("src/app.py", planned, target),
                                 Step("README.md", readme, target)],
@@ -134,7 +138,7 @@ def test_a_race_among_many_writes_rewrites_the_post_checkpoint(repo: Path) -> No
         others = [f"src/n{n}.txt" for n in range(fileops.PARALLEL_FROM + 1)]
         steps = [Step("src/app.py", planned, target)] + [Step(p, None, target) for p in others]
         with guard.store.writing():
-            done = apply(guard, ledger.read(guard.store), session_id="s",
+            done = apply(guard, journal.read(guard.store), session_id="s",
                          tool_name="gitguard.test", id_prefix="test", summary="", tool_input={},
                          steps=steps, now={"src/app.py": planned, **{p: None for p in others}})
         assert sorted(s.path for s in done.done) == others
@@ -143,7 +147,7 @@ def test_a_race_among_many_writes_rewrites_the_post_checkpoint(repo: Path) -> No
         # The safety tree holds what the caller said src/app.py held (`now`); the post
         # tree is it with the writes made, built the slow way here.
         pre = checkpoints.read_index(guard.store).find(done.entry.pre_checkpoint_id or "")
-        _post_checks(guard, done.entry, treeedit.tree_with(
+        _post_checks(guard, done.entry, tree_edit.tree_with(
             guard.snap.repo, guard.snap.tree_of(pre.snapshot_commit),
             {p: target for p in others}))
         stored = guard.store.read_artifact(done.entry.file_patches[0].patch_ref)

@@ -17,12 +17,15 @@ import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitguard import checkpoints, dirty_delta, durable, gitobjects, timeline, treediff, treeedit
 from gitguard.api import Guard
-from gitguard.fileops import FileState
-from gitguard.gitobjects import EMPTY_TREE, EXECUTABLE, LINK, REGULAR
+from gitguard.calls import timeline
+from gitguard.git import objects, tree_diff, tree_edit
+from gitguard.git.objects import EMPTY_TREE, EXECUTABLE, LINK, REGULAR
 from gitguard.models import Attribution, ToolLedgerEntry
-from gitguard.rollback import rollback_files
+from gitguard.rollback.fileops import FileState
+from gitguard.rollback.rollback_files import rollback_files
+from gitguard.snapshot import checkpoints, dirty_delta
+from gitguard.storage import durable
 from tests.helpers.commands import git
 
 NAMES = ["a", "b", "a/b", "a/c", "a/b/x", "b/a", "c/d/e", "caf\udce9"]
@@ -51,10 +54,10 @@ def test_tree_with_skipping_held_changes_equals_applying_all(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:   # bases of every shape: files, directories, files under files' names
-        base = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), _states(repo, raw))
+        base = tree_edit._tree_with(repo, objects.as_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
-    slow = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), wanted)
-    assert treeedit.tree_with(repo, base, wanted) == slow
+    slow = tree_edit._tree_with(repo, objects.as_tree(repo, base), wanted)
+    assert tree_edit.tree_with(repo, base, wanted) == slow
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -70,12 +73,12 @@ def test_changes_at_written_paths_equal_the_tree_diff(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:
-        base = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), _states(repo, raw))
+        base = tree_edit._tree_with(repo, objects.as_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
-    new = treeedit.tree_with(repo, base, wanted)
+    new = tree_edit.tree_with(repo, base, wanted)
     fast = dirty_delta.changes(repo, base, new, wanted)
     if fast is not None:
-        assert fast == treediff.diff_trees(repo, base, new)
+        assert fast == tree_diff.diff_trees(repo, base, new)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -93,26 +96,26 @@ def test_planned_changes_without_the_new_tree_equal_the_tree_diff(
     base = EMPTY_TREE
     repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
     for raw in base_steps:
-        base = treeedit._tree_with(repo, gitobjects.as_tree(repo, base), _states(repo, raw))
+        base = tree_edit._tree_with(repo, objects.as_tree(repo, base), _states(repo, raw))
     wanted = _states(repo, edit)
     planned = dirty_delta.planned_changes(repo, base, wanted)
-    new = treeedit.tree_with(repo, base, wanted)
+    new = tree_edit.tree_with(repo, base, wanted)
     if planned is not None:
-        assert planned == treediff.diff_trees(repo, base, new)
+        assert planned == tree_diff.diff_trees(repo, base, new)
     if dirty_delta.changes(repo, base, new, wanted) is not None:
         assert planned is not None
 
 
 def test_changes_at_written_paths_answer_for_plain_files(tmp_path: Path) -> None:
     repo = pygit2.init_repository(str(tmp_path / "objects.git"), bare=True)
-    base = treeedit._tree_with(repo, gitobjects.as_tree(repo, EMPTY_TREE), _states(repo, {
+    base = tree_edit._tree_with(repo, objects.as_tree(repo, EMPTY_TREE), _states(repo, {
         "a/b": (b"one\n", REGULAR), "a/c": (b"two\n", REGULAR), "l": (b"a/b", LINK)}))
     wanted = _states(repo, {"a/b": (b"two\n", EXECUTABLE), "a/c": None, "l": (b"x\n", REGULAR),
                             "n/new": (b"", REGULAR), "gone": None})
-    new = treeedit.tree_with(repo, base, wanted)
+    new = tree_edit.tree_with(repo, base, wanted)
     fast = dirty_delta.changes(repo, base, new, wanted)
     assert fast is not None and [c.status for c in fast] == ["M", "D", "T", "A"]
-    assert fast == treediff.diff_trees(repo, base, new)
+    assert fast == tree_diff.diff_trees(repo, base, new)
     assert dirty_delta.planned_changes(repo, base, wanted) == fast
 
 
@@ -131,7 +134,7 @@ def _walk_dirty(guard: Guard, limit_files: int, seed: int, rounds: int) -> int:
     exact = 0
     for step in range(rounds):
         changed = {rng.choice(names): rng.choice(blobs) for _ in range(rng.randint(1, 4))}
-        tree = treeedit.tree_with(repo, snap.tree_of(base.snapshot_commit), changed)
+        tree = tree_edit.tree_with(repo, snap.tree_of(base.snapshot_commit), changed)
         derived = dirty_delta.derive(snap, base, tree, changed)
         truth = snap.dirty_against_head(tree)
         if derived is not None:
@@ -271,7 +274,8 @@ def test_timeline_without_the_calls_that_ended_before_the_target_reads_the_same(
         repo: Path) -> None:
     """timeline.build leaves out the calls that ended at or before the target checkpoint:
     every path's history and the agent windows equal those read with every call kept."""
-    from gitguard import fileops, guarded, ledger
+    from gitguard.ledger import journal
+    from gitguard.rollback import fileops, workspace_writer
 
     guard = Guard.init(repo)
     try:
@@ -295,14 +299,14 @@ def test_timeline_without_the_calls_that_ended_before_the_target_reads_the_same(
         guard.begin_call("write", {"n": 5})          # left open: its window reaches now
         (repo / "src" / "app.py").write_text("open\n")
         rows = checkpoints.read_index(guard.store).rows
-        entries = ledger.read(guard.store).in_order()
+        entries = journal.read(guard.store).in_order()
 
         def planned(entry: ToolLedgerEntry) -> dict[str, FileState | None] | None:
-            return guarded.planned_targets(guard, entry)
+            return workspace_writer.planned_targets(guard, entry)
 
         def lookup(tree: str, path: str) -> FileState | None:
-            return treeedit.lookup(guard.snap.repo, gitobjects.as_tree(guard.snap.repo, tree),
-                                   path)
+            return tree_edit.lookup(guard.snap.repo, objects.as_tree(guard.snap.repo, tree),
+                                    path)
 
         everything = timeline.build(rows, guard.snap.tree_of, rows[0].checkpoint_id, entries,
                                     planned)

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gitguard.api import Guard
-from gitguard.rollback import Result as RollbackResult
-from gitguard.rollback import rollback_files
+from gitguard.rollback.rollback_files import Result as RollbackResult
+from gitguard.rollback.rollback_files import rollback_files
 from gitguard.settings import Settings
 from gitguard.workspace import discover
 from tests.helpers.gitstate import capture, fsck_clean

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import checkpoints
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.models import Checkpoint
+from gitguard.snapshot import checkpoints
 
 
 def _fresh(guard: Guard, checkpoint_id: str) -> Checkpoint:

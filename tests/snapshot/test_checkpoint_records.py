@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import checkpoints, durable, sealing
 from gitguard.api import Guard
 from gitguard.models import Checkpoint, CheckpointIndexRow
+from gitguard.snapshot import checkpoints
+from gitguard.storage import durable, sealing
 
 
 def _slow_file(guard: Guard, made: Checkpoint) -> bytes:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pygit2
 
-from gitguard import packwrite
-from gitguard.daemon import Daemon
-from gitguard.engine import Item
-from gitguard.gitobjects import object_id
-from gitguard.store import Store
-from gitguard.watcher import ScriptedSource
+from gitguard.daemon.daemon import Daemon
+from gitguard.daemon.engine import Item
+from gitguard.daemon.watcher import ScriptedSource
+from gitguard.git import pack_writer
+from gitguard.git.objects import object_id
+from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import git
 from tests.helpers.trees import start
@@ -40,7 +40,7 @@ def test_loose_objects_written_in_python_are_gits(repo: Path) -> None:
     written = []
     for data in blobs:
         oid = object_id(BLOB, data)
-        packwrite.write_loose(_objects(repo), oid, BLOB, data)
+        pack_writer.write_loose(_objects(repo), oid, BLOB, data)
         written.append(oid.hex())
         assert _raw(repo, "cat-file", "blob", oid.hex()) == data
         hashed = git(repo, "hash-object", "--stdin", input=data)
@@ -48,7 +48,7 @@ def test_loose_objects_written_in_python_are_gits(repo: Path) -> None:
     # A tree naming them and a commit on it, read back by git and by libgit2.
     entries = b"".join(b"100644 f%d\0%s" % (i, bytes.fromhex(h)) for i, h in enumerate(written))
     tree = object_id(TREE, entries)
-    packwrite.write_loose(_objects(repo), tree, TREE, entries)
+    pack_writer.write_loose(_objects(repo), tree, TREE, entries)
     assert git(repo, "ls-tree", tree.hex()).count("blob") == len(blobs)
     lib = pygit2.Repository(str(repo))
     for hexid, data in zip(written, blobs, strict=True):
@@ -61,7 +61,7 @@ def test_loose_objects_written_in_python_are_gits(repo: Path) -> None:
     with open(leftover, "wb") as fh:
         fh.write(b"half")
     os.chmod(leftover, 0o444)
-    packwrite.write_loose(_objects(repo), oid, BLOB, blobs[1])
+    pack_writer.write_loose(_objects(repo), oid, BLOB, blobs[1])
     assert not os.path.exists(leftover)
     assert git(repo, "fsck", "--strict", "--no-dangling").strip() == ""
     strays = [n for d in os.listdir(_objects(repo)) if len(d) == 2
@@ -178,8 +178,8 @@ def test_fanout_directories_are_made_at_start_and_again_in_idle_time(repo: Path)
 
 
 def test_the_daemon_commit_is_the_commit_libgit2_writes(repo: Path) -> None:
-    from gitguard.fastsnap import commit_bytes
-    from gitguard.snapshot import AUTHOR
+    from gitguard.snapshot.daemon_snapshotter import commit_bytes
+    from gitguard.snapshot.snapshotter import AUTHOR
 
     lib = pygit2.Repository(str(repo))
     head = lib.head.target
@@ -195,7 +195,7 @@ def test_the_daemon_commit_is_the_commit_libgit2_writes(repo: Path) -> None:
 
 
 def test_file_reads_do_not_trust_the_size_hint(tmp_path: Path) -> None:
-    from gitguard.treebuild import _read
+    from gitguard.git.tree_build import _read
 
     data = os.urandom(200_000)
     path = tmp_path / "f.bin"

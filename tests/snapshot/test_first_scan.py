@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import statlag
 from gitguard.api import Guard
-from gitguard.snapshot import Snapshotter, TreeResult
+from gitguard.snapshot import stat_tree
+from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
 from tests.helpers.commands import git
 from tests.snapshot.test_in_process_snapshot import _random_change
 
@@ -85,7 +85,7 @@ def test_a_first_snapshot_reads_the_users_index_and_writes_no_private_one(
     result = _first(guard, repo, tmp_path)
     assert "node_modules/" in result.skipped
     assert not guard.store.stat_index.exists()
-    state = statlag.load(guard.store.root, repo / ".git" / "index")
+    state = stat_tree.load(guard.store.root, repo / ".git" / "index")
     assert state is not None and state.tree == result.tree
     # The next scan makes the private stat index, a byte copy the state still holds for.
     (repo / "src" / "app.py").write_text("later\n")
@@ -104,7 +104,7 @@ def test_random_edits_before_and_between_scans_and_the_users_git(
 
     (repo / ".gitguard.toml").write_text("untracked_size_cap = 1000\n")
     rng = random.Random(seed)
-    monkeypatch.setattr(statlag, "LAG_MAX", 12)
+    monkeypatch.setattr(stat_tree, "LAG_MAX", 12)
     originals = {p.relative_to(repo).as_posix(): p.read_bytes() for p in repo.rglob("*")
                  if ".git" not in p.parts and p.is_file()}
     guard = Guard.init(repo)        # settings read before an edit may touch them
@@ -154,7 +154,7 @@ def test_unusual_indexes_keep_the_old_way_or_match_it(repo: Path, tmp_path: Path
         guard.close()
     assert list((repo / ".git").glob("sharedindex.*"))
     shutil.rmtree(repo / ".git" / "gitguard")
-    monkeypatch.setattr(statlag, "LAG_MAX", 2)
+    monkeypatch.setattr(stat_tree, "LAG_MAX", 2)
     for i in range(4):
         (repo / f"many{i}.txt").write_text(f"{i}\n")
     guard = Guard.init(repo)
@@ -200,7 +200,7 @@ def test_content_filters_and_a_held_index_lock(repo: Path, tmp_path: Path) -> No
     """Attributes that convert content keep the git way, and the daemon's question (which
     attribute files convert) is asked of the index the tree was scanned against. The
     user's own git holding `.git/index.lock` does not stop a read-only first snapshot."""
-    from gitguard.treebuild import converting_attributes
+    from gitguard.git.tree_build import converting_attributes
 
     lock = repo / ".git" / "index.lock"
     lock.write_bytes(b"held by the user's git")
@@ -226,7 +226,7 @@ def test_content_filters_and_a_held_index_lock(repo: Path, tmp_path: Path) -> No
 def test_the_two_halves_list_what_one_status_lists(repo: Path) -> None:
     """`status -uno` beside `ls-files --others --directory` equals one `status -unormal`:
     ignored-only, empty and nested directories, a link, odd names, changes of each kind."""
-    from gitguard.firstsnap import status_output
+    from gitguard.snapshot.first_scan import status_output
 
     (repo / "only_ignored").mkdir()
     (repo / "only_ignored" / "x.log").write_text("x\n")
@@ -267,19 +267,19 @@ def test_the_users_git_add_during_a_first_snapshot_is_not_missed(
     """The user edits and stages a file after git read their index and before the state
     is saved: the state would name an index whose tree it never saw, so none is saved
     and the next scan sees the edit."""
-    from gitguard import firstsnap
+    from gitguard.snapshot import first_scan
 
-    real = firstsnap.index_tree
+    real = first_scan.index_tree
 
     def user_adds_meanwhile(*args: object) -> str | None:
         (repo / "src" / "app.py").write_text("edited and staged meanwhile\n")
         git(repo, "add", "src/app.py")
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(firstsnap, "index_tree", user_adds_meanwhile)
+    monkeypatch.setattr(first_scan, "index_tree", user_adds_meanwhile)
     guard = Guard.init(repo)
     guard.snap.write_tree()
-    assert not statlag.path_of(guard.store.root).exists()
+    assert not stat_tree.path_of(guard.store.root).exists()
     monkeypatch.undo()
     again = guard.snap.write_tree()
     assert again.tree == copy_add_all_tree(repo, tmp_path, again.skipped)

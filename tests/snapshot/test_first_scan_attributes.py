@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitguard import statlag
 from gitguard.api import Guard
+from gitguard.snapshot import stat_tree
 from tests.helpers.commands import git
 from tests.snapshot.test_first_scan import _first
 
@@ -30,7 +30,7 @@ def test_first_snapshots_with_attribute_files(repo: Path, tmp_path: Path) -> Non
     result = _first(guard, repo, tmp_path)
     assert "src/app.py" in result.changed
     assert not guard.store.stat_index.exists()       # read-only: no private index yet
-    state = statlag.load(guard.store.root, repo / ".git" / "index")
+    state = stat_tree.load(guard.store.root, repo / ".git" / "index")
     assert state is not None and state.converting == ()
     guard.close()
     git(repo, "-c", "core.hooksPath=/dev/null", "stash", "-q", "-u")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import statlag
 from gitguard.api import Guard
-from gitguard.rollback import rollback_files
+from gitguard.rollback.rollback_files import rollback_files
+from gitguard.snapshot import stat_tree
 from tests.snapshot.test_scan_equals_full_scan import reference_tree
 
 
@@ -97,7 +97,7 @@ def test_a_state_for_another_index_is_not_trusted(repo: Path, tmp_path: Path) ->
     # checksum no longer matches, so the git way runs and flushes.
     stat_index = guard.store.stat_index
     stat_index.write_bytes(stat_index.read_bytes()[:-20] + b"\x01" * 20)
-    assert statlag.load(guard.store.root, stat_index) is None
+    assert stat_tree.load(guard.store.root, stat_index) is None
     (repo / "README.md").write_text("changed\n")
     result = guard.snap.write_tree()
     assert result.tree == reference_tree(repo, tmp_path, result.skipped)
@@ -155,7 +155,7 @@ def test_incremental_trees_equal_full_scans_after_random_edits(
         (sub / f"t{i}.txt").write_text(f"t{i}\n")
     before = _user_index(repo)
     rng = random.Random(seed)
-    monkeypatch.setattr(statlag, "LAG_MAX", 12)     # flushes happen within the test
+    monkeypatch.setattr(stat_tree, "LAG_MAX", 12)     # flushes happen within the test
     guard = Guard.init(repo)
     guard.snap.write_tree()
     originals = {p.relative_to(repo).as_posix(): p.read_bytes() for p in repo.rglob("*")
@@ -169,7 +169,7 @@ def test_incremental_trees_equal_full_scans_after_random_edits(
             continue
         result = guard.snap.write_tree()
         assert result.tree == reference_tree(repo, tmp_path, result.skipped)
-        state = statlag.load(guard.store.root, guard.store.stat_index)
+        state = stat_tree.load(guard.store.root, guard.store.stat_index)
         lagged = max(lagged, len(state.lag) if state else 0)
     assert lagged > 0
     final = guard.snap.write_tree()
@@ -185,7 +185,7 @@ def test_a_lagging_path_that_did_not_change_is_not_reported_changed(repo: Path) 
     entry = guard.begin_call("Write", {"file_path": "notes.txt"}, writes=["notes.txt"])
     (repo / "notes.txt").write_text("agent\n")
     guard.end_call(entry.call_id, "succeeded", "ok")
-    state = statlag.load(guard.store.root, guard.store.stat_index)
+    state = stat_tree.load(guard.store.root, guard.store.stat_index)
     assert state is not None and b"notes.txt" in state.lag
 
     again = guard.snap.write_tree()

@@ -1,4 +1,4 @@
-"""The early `git status` of a daemon-less `gitguard resume` (gitguard.prescan) answers
+"""The early `git status` of a daemon-less `gitguard resume` (gitguard.snapshot.prescan) answers
 exactly as the scan's own status would, and is dropped whenever it may not."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import prescan
 from gitguard.api import Guard
+from gitguard.snapshot import prescan
 from tests.helpers.crashkit import git, make_repo, scratch_root
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import statlag
 from gitguard.api import Guard
+from gitguard.snapshot import stat_tree
 from tests.helpers.commands import git
 
 
@@ -171,7 +171,7 @@ def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path,
     assert _index_version(stat_index) == 4          # the copy, rewritten before the scan
     assert _index_version(repo / ".git" / "index") == 2
     assert first.tree == reference_tree(repo, tmp_path, first.skipped)
-    monkeypatch.setattr(statlag, "LAG_MAX", 0)      # any lag is too much: flush now
+    monkeypatch.setattr(stat_tree, "LAG_MAX", 0)      # any lag is too much: flush now
     assert guard.snap.write_tree().tree == first.tree
     assert _index_version(stat_index) == 4
     assert stat_index.stat().st_mode & 0o777 == 0o600
@@ -180,7 +180,7 @@ def test_the_stat_index_turns_v4_and_scans_the_same(repo: Path, tmp_path: Path,
     env = {**os.environ, "GIT_INDEX_FILE": str(stat_index)}
     subprocess.run(["git", "update-index", "--index-version", "2"], cwd=repo, env=env,
                    check=True)
-    statlag.path_of(guard.store.root).unlink()
+    stat_tree.path_of(guard.store.root).unlink()
     assert _index_version(stat_index) == 2
     assert guard.snap.write_tree().tree == first.tree
     os.remove(repo / "new.txt")

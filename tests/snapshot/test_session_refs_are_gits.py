@@ -10,10 +10,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitguard import packwrite
 from gitguard.api import Guard
-from gitguard.fastsnap import DaemonSnapshotter
-from gitguard.snapshot import SESSION_REF
+from gitguard.git import pack_writer
+from gitguard.snapshot.daemon_snapshotter import DaemonSnapshotter
+from gitguard.snapshot.snapshotter import SESSION_REF
 from tests.helpers.commands import git
 
 SID = "s1"
@@ -106,8 +106,8 @@ def test_a_held_ref_lock_is_refused_and_the_ref_kept(repo: Path) -> None:
 
 def test_a_shared_repository_setting_is_seen_when_the_config_changes(repo: Path) -> None:
     snap = _snap(repo)
-    assert packwrite.loose_dir(snap.repo, snap.store) is not None
+    assert pack_writer.loose_dir(snap.repo, snap.store) is not None
     git(repo, "config", "core.sharedRepository", "group")
-    assert packwrite.loose_dir(snap.repo, snap.store) is None     # libgit2 writes then
+    assert pack_writer.loose_dir(snap.repo, snap.store) is None     # libgit2 writes then
     git(repo, "config", "--unset", "core.sharedRepository")
-    assert packwrite.loose_dir(snap.repo, snap.store) is not None
+    assert pack_writer.loose_dir(snap.repo, snap.store) is not None

@@ -1,5 +1,5 @@
-"""One checkpoint as call N's post and call N+1's pre (gitguard.sharedpre): when it is
-shared, when it is not, and that rollback, resume, restore-session, explain, verify and gc
+"""One checkpoint as call N's post and call N+1's pre (gitguard.snapshot.shared_checkpoint): when it
+is shared, when it is not, and that rollback, resume, restore-session, explain, verify and gc
 all take the shared checkpoint as they take a fresh one."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.rollback import rollback_files
+from gitguard.rollback.rollback_files import rollback_files
 from tests.helpers.commands import gg, git
 from tests.helpers.gitstate import GitState
 from tests.helpers.rollback import tree_state
@@ -67,9 +67,10 @@ def test_a_post_checkpoint_no_finished_record_names_is_not_shared(repo: Path) ->
     second = guard.begin_call("Edit", {"file_path": "src/b.txt"}, writes=["src/b.txt"])
     (repo / "src" / "b.txt").write_text("b1\n")
     # What the kill leaves: call_2's post checkpoint written, its finished record not.
-    from gitguard import checkpoints, ledger
+    from gitguard.ledger import journal
+    from gitguard.snapshot import checkpoints
     with guard.store.writing():
-        state = ledger.read(guard.store)
+        state = journal.read(guard.store)
         orphan = checkpoints.write(guard.store, guard.snap, checkpoints.read_index(guard.store),
                                    session_id="s1", kind="post", tree=guard.snap.write_tree(),
                                    ledger_seq=state.last_seq, step_id=second.step_id,

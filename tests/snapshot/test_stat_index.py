@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import statlag
 from gitguard.api import Guard
-from gitguard.snapshot import Snapshotter
+from gitguard.snapshot import stat_tree
+from gitguard.snapshot.snapshotter import Snapshotter
 from tests.helpers.commands import git
 from tests.snapshot.test_first_scan import _mixed_user_state, copy_add_all_tree
 from tests.snapshot.test_scan_equals_full_scan import reference_tree
@@ -42,7 +42,7 @@ def test_the_second_scan_makes_a_v4_copy_the_first_state_still_holds_for(
     assert user_bytes[:8] != V4
     guard = Guard.init(repo)
     first = guard.snap.write_tree()
-    first_state = statlag.load(guard.store.root, user)
+    first_state = stat_tree.load(guard.store.root, user)
     assert first_state is not None and first_state.lag
 
     (repo / "src" / "app.py").write_text("later\n")
@@ -52,7 +52,7 @@ def test_the_second_scan_makes_a_v4_copy_the_first_state_still_holds_for(
     assert user.read_bytes() == user_bytes
     # The fast way ran on the converted copy (the state was re-keyed, not dropped) ...
     assert again.base == first.tree and again.changed == ("src/app.py",)
-    state = statlag.load(guard.store.root, stat_index)
+    state = stat_tree.load(guard.store.root, stat_index)
     assert state is not None and state.tree == again.tree
     # (new/ was an untracked directory the first tree held: settled into the index.)
     assert state.lag == {p for p in first_state.lag if not p.startswith(b"new/")} \
@@ -108,7 +108,7 @@ def test_a_kill_while_seeding_leaves_a_correct_next_snapshot(
         stat_index = fresh.store.stat_index
         assert stat_index.read_bytes()[:8] == V4
         assert result.tree == copy_add_all_tree(repo, tmp_path, result.skipped)
-        state = statlag.load(fresh.store.root, stat_index)
+        state = stat_tree.load(fresh.store.root, stat_index)
         assert state is not None and state.tree == result.tree
         assert _tree_of_index_plus(repo, stat_index, tmp_path, state.lag) == result.tree
         assert not list(fresh.store.root.glob(".stat.index.*"))
@@ -148,7 +148,7 @@ def test_an_untracked_directory_the_tree_holds_goes_into_the_stat_index(
         trees.append(guard.snap.write_tree())
         result = trees[-1]
         assert result.tree == reference_tree(repo, tmp_path, result.skipped)
-        state = statlag.load(guard.store.root, guard.store.stat_index)
+        state = stat_tree.load(guard.store.root, guard.store.stat_index)
         assert state is not None and state.tree == result.tree
         assert _tree_of_index_plus(repo, guard.store.stat_index, tmp_path, state.lag) \
             == result.tree
@@ -179,12 +179,12 @@ def test_a_v2_stat_index_of_an_older_store_turns_v4_with_its_state(
     (repo / "src" / "app.py").write_text("one\n")
     guard.snap.write_tree()
     stat_index = guard.store.stat_index
-    old = statlag.load(guard.store.root, stat_index)
+    old = stat_tree.load(guard.store.root, stat_index)
     assert old is not None
     env = {**os.environ, "GIT_INDEX_FILE": str(stat_index)}
     subprocess.run(["git", "update-index", "--index-version", "2"], cwd=repo, env=env,
                    check=True)
-    statlag.save(guard.store.root, stat_index, old.tree, old.lag, old.skipped, old.converting)
+    stat_tree.save(guard.store.root, stat_index, old.tree, old.lag, old.skipped, old.converting)
     assert stat_index.read_bytes()[:8] != V4
     (repo / "src" / "app.py").write_text("two\n")
     result = guard.snap.write_tree()
@@ -192,6 +192,6 @@ def test_a_v2_stat_index_of_an_older_store_turns_v4_with_its_state(
     assert stat_index.stat().st_mode & 0o777 == 0o600
     assert result.base == old.tree and result.changed == ("src/app.py",)
     assert result.tree == reference_tree(repo, tmp_path, result.skipped)
-    state = statlag.load(guard.store.root, stat_index)
+    state = stat_tree.load(guard.store.root, stat_index)
     assert state is not None and state.tree == result.tree
     assert _tree_of_index_plus(repo, stat_index, tmp_path, state.lag) == result.tree

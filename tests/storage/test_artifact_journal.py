@@ -1,4 +1,4 @@
-"""The calls' artifact journals (gitguard.artifact_journal): a call's input, patch and
+"""The calls' artifact journals (gitguard.storage.artifact_journal): a call's input, patch and
 result are appended to one file per session instead of a file each. They read back as
 the files did, a torn append is repaired, stores with per-file artifacts stay readable,
 and gc bundles both and drops the journals."""
@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import artifact_journal, checkpoints, durable, patchtext, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
+from gitguard.git import patch_text
 from gitguard.models import ToolLedgerEntry
+from gitguard.snapshot import checkpoints
+from gitguard.storage import artifact_journal, durable, verify
 from tests.helpers.commands import gg
 from tests.helpers.storage import calls
 
@@ -69,7 +71,7 @@ def test_a_call_writes_no_artifact_file_and_reads_back_what_the_files_held(repo:
     index = checkpoints.read_index(fresh.store)
     pre, post = (fresh.snap.tree_of(index.find(i).snapshot_commit)
                  for i in (ended.pre_checkpoint_id or "", ended.post_checkpoint_id or ""))
-    assert patch == patchtext.render(fresh.snap.repo, fresh.snap.diff(pre, post))
+    assert patch == patch_text.render(fresh.snap.repo, fresh.snap.diff(pre, post))
     shown = gg(repo, "diff", begun.call_id).stdout
     assert "+    return 2" in shown
     assert verify.problems(fresh.store, fresh.snap) == []

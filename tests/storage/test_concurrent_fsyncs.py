@@ -1,5 +1,5 @@
-"""Concurrent fsyncs (gitguard.bgsync, durable.write_then_name, a checkpoint's file and directory),
-the fsync counter, and the daemon's per-request cost report."""
+"""Concurrent fsyncs (gitguard.storage.fsync_pool, durable.write_then_name, a checkpoint's file and
+directory), the fsync counter, and the daemon's per-request cost report."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gitguard import bgsync, durable, verify
 from gitguard.api import Guard
+from gitguard.storage import durable, fsync_pool, verify
 from tests.helpers.commands import gg
 from tests.helpers.daemons import request, running_daemon, store_of
 
@@ -24,8 +24,8 @@ def test_jobs_run_side_by_side() -> None:
     # Each job waits for the others at a barrier: they all finish only when they all run
     # at once (a single worker would break the barrier at its timeout).
     barrier = threading.Barrier(3, timeout=60)
-    waits = [bgsync.run(lambda: (barrier.wait(), None)[1]) for _ in range(3)]
-    bgsync.wait_all(waits)
+    waits = [fsync_pool.run(lambda: (barrier.wait(), None)[1]) for _ in range(3)]
+    fsync_pool.wait_all(waits)
     assert not barrier.broken
 
 
@@ -41,10 +41,10 @@ def test_a_failure_reaches_wait_and_wait_all_waits_for_every_job() -> None:
         release.wait(60)
         done.append(1)
 
-    waits = [bgsync.run(fail), bgsync.run(slow)]
+    waits = [fsync_pool.run(fail), fsync_pool.run(slow)]
     threading.Timer(0.05, release.set).start()
     with pytest.raises(OSError, match="Input/output error"):
-        bgsync.wait_all(waits)
+        fsync_pool.wait_all(waits)
     assert done == [1], "wait_all returned before every job ended"
 
 
@@ -64,7 +64,7 @@ def test_the_counter_counts_every_fsync_and_overlapping_ones_once_in_busy(tmp_pa
             os.close(fd)
 
     count, wait_ns, busy_ns = durable.FSYNCS.snapshot()
-    bgsync.wait_all([bgsync.run(functools.partial(sync, f)) for f in files])
+    fsync_pool.wait_all([fsync_pool.run(functools.partial(sync, f)) for f in files])
     after = durable.FSYNCS.snapshot()
     assert after[0] - count == 3
     assert 0 < after[2] - busy_ns <= after[1] - wait_ns

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitguard import durable
 from gitguard.errors import CorruptRecord, StoreError
+from gitguard.storage import durable
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -120,7 +120,7 @@ def test_lock_excludes_another_process(tmp_path: Path) -> None:
 _SHORT_WRITE = """
 import resource, signal, sys
 from pathlib import Path
-from gitguard import durable
+from gitguard.storage import durable
 from gitguard.errors import StoreError
 path = Path(sys.argv[1])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # EFBIG instead of being killed

@@ -1,4 +1,4 @@
-"""The incremental reads of the ledger and the checkpoint index (gitguard.tailcache) must
+"""The incremental reads of the ledger and the checkpoint index (gitguard.storage.journal_tail) must
 give exactly what a full read gives: after appends by other processes, after a torn tail and
 its repair, after gc replaced the index, and after an in-place edit."""
 
@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 
-from gitguard import checkpoints, durable, gc, ledger, tailcache
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
-from gitguard.store import Store
+from gitguard.ledger import journal as ledger
+from gitguard.retention import collect
+from gitguard.snapshot import checkpoints
+from gitguard.storage import durable, journal_tail
+from gitguard.storage.store import Store
 from tests.helpers.commands import gg
 
 
@@ -45,7 +48,7 @@ def warm(store: Store) -> None:
     checkpoints.read_index(store)
 
 
-def agrees(store: Store) -> tailcache.Mark:
+def agrees(store: Store) -> journal_tail.Mark:
     """The incremental reads (from the marks `warm` left) equal full reads, which leave
     the marks of the full read behind. Returns the incremental read's ledger mark."""
     incremental = _ledger_view(ledger.read(store))
@@ -113,7 +116,7 @@ def test_gc_replacing_the_index_is_noticed(repo: Path) -> None:
     before = len(checkpoints.read_index(guard.store).rows)
     policy = dataclasses.replace(guard.settings.retention, keep_days=0.0, keep_first=1,
                                  keep_last=1)
-    gc.run(guard.store, guard.snap, dataclasses.replace(guard.settings, retention=policy))
+    collect.run(guard.store, guard.snap, dataclasses.replace(guard.settings, retention=policy))
     agrees(guard.store)
     assert len(checkpoints.read_index(guard.store).rows) < before
 
@@ -139,17 +142,17 @@ def test_a_rewritten_file_of_the_same_size_is_read_in_full(tmp_path: Path) -> No
     path = tmp_path / "j.jsonl"
     first = durable.encode_line({"n": 1}) + durable.encode_line({"n": 2})
     path.write_bytes(first)
-    raw, st = tailcache.read_full(path)
+    raw, st = journal_tail.read_full(path)
     assert st is not None
-    mark = tailcache.mark_of(raw, st)
-    tail = tailcache.read_after(path, mark)
+    mark = journal_tail.mark_of(raw, st)
+    tail = journal_tail.read_after(path, mark)
     assert tail is not None and tail.data == b""
     with open(path, "ab") as fh:
         fh.write(durable.encode_line({"n": 3}) + b'{"sum"')
-    tail = tailcache.read_after(path, mark)
+    tail = journal_tail.read_after(path, mark)
     assert tail is not None
     assert tail.data == durable.encode_line({"n": 3}) and tail.torn == b'{"sum"'
     replaced = tmp_path / "new.jsonl"
     replaced.write_bytes(path.read_bytes())
     os.replace(replaced, path)                          # as atomic_write does: a new inode
-    assert tailcache.read_after(path, tail.mark) is None
+    assert journal_tail.read_after(path, tail.mark) is None

@@ -8,9 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from gitguard import durable
 from gitguard.api import Guard
-from gitguard.privacy import Privacy
+from gitguard.storage import durable
+from gitguard.storage.privacy import Privacy
 
 
 def test_the_remembered_store_json_follows_every_change(repo: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitguard.redact import DEFAULT, RedactionResult, Redactor
+from gitguard.storage.redact import DEFAULT, RedactionResult, Redactor
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SECRETS_DIR = FIXTURES / "secrets"
@@ -312,7 +312,7 @@ def test_no_built_in_rule_matches_a_text_shorter_than_min_match() -> None:
     only while every pattern's shortest match is at least that long."""
     import importlib
 
-    from gitguard import redact
+    from gitguard.storage import redact
 
     sre_parse = importlib.import_module("re._parser")   # re's own width computation
 
@@ -324,7 +324,7 @@ def test_no_built_in_rule_matches_a_text_shorter_than_min_match() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=string.printable, max_size=5))
 def test_a_short_text_is_redacted_as_the_full_passes_redact_it(text: str) -> None:
-    from gitguard import redact
+    from gitguard.storage import redact
 
     assert len(text) < redact.MIN_MATCH
     assert DEFAULT._pass(text) == (text, [])    # every rule, compiled: the slow way

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import sealing
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
+from gitguard.storage import sealing
 from tests.helpers.commands import gg, git
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -218,7 +218,7 @@ def test_key_from_the_keyring(repo: Path) -> None:
 def test_missing_keyring_package_is_a_clear_error(repo: Path) -> None:
     (repo / ".gitguard.toml").write_text("[encryption]\nenabled = true\n")
     script = ("import sys; sys.modules['keyring'] = None\n"
-              "from gitguard.cli import main\nmain(sys.argv[1:])\n")
+              "from gitguard.cli.main import main\nmain(sys.argv[1:])\n")
     env = {k: v for k, v in os.environ.items() if k != "GITGUARD_KEY"}
     proc = subprocess.run([sys.executable, "-c", script, "checkpoint", "--messages-file", "-"],
                           cwd=repo, env=env, capture_output=True, text=True, input="[1]")

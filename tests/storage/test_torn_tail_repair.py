@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import durable, ledger
 from gitguard.api import Guard
+from gitguard.ledger import journal
+from gitguard.storage import durable
 
 
 def test_a_torn_tail_is_still_repaired_and_untouched_journals_are_not_read(
@@ -41,9 +42,9 @@ def test_a_torn_tail_is_still_repaired_and_untouched_journals_are_not_read(
         assert path.read_bytes().endswith(b"\n")
         aside = list(path.parent.glob(f"{path.name}.torn-*"))
         assert [p.read_bytes() for p in aside] == [b'{"sum":"0123']
-    assert [e.call_id for e in ledger.read(store).in_order()] == [entry.call_id]
+    assert [e.call_id for e in journal.read(store).in_order()] == [entry.call_id]
     again = guard.begin_call("Edit", {"file_path": "b.txt"}, writes=["b.txt"])
-    assert ledger.read(store).get(again.call_id).status == "started"
+    assert journal.read(store).get(again.call_id).status == "started"
 
 
 def test_what_a_block_appended_is_not_read_again_but_a_later_tear_is_repaired(

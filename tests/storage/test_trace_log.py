@@ -34,7 +34,8 @@ def test_every_step_is_a_trace_event_with_a_duration(repo: Path) -> None:
     events = json.loads(gg(repo, "trace", "--json").stdout)
     names = [e["name"] for e in events]
     # The second call began right after the first ended: the first's post checkpoint is
-    # its pre (gitguard.sharedpre), so no checkpoint is written and none traced for it.
+    # its pre (gitguard.snapshot.shared_checkpoint), so no checkpoint is written and none traced for
+    # it.
     assert names == ["session.start", "checkpoint.pre", "tool.start", "checkpoint.post",
                      "tool.end", "tool.start", "checkpoint.post", "tool.end",
                      "checkpoint.manual"]
@@ -127,8 +128,8 @@ def test_plain_directory_store_is_private(tmp_path: Path) -> None:
 def test_a_trace_event_built_directly_equals_the_models_dump() -> None:
     """`trace.event_json` skips the model for plain scalar data: the same JSON either way,
     and anything else still goes through the model."""
-    from gitguard import durable, trace
     from gitguard.models import TraceEvent
+    from gitguard.storage import durable, trace_log
 
     cases: list[tuple[float | None, dict[str, object]]] = [
         (12.34567, {"callId": "call_1", "files": 2, "ok": True, "toolMs": 3.25, "none": None}),
@@ -137,8 +138,8 @@ def test_a_trace_event_built_directly_equals_the_models_dump() -> None:
         (float("nan"), {"n": float("inf")}),
     ]
     for duration, data in cases:
-        fast = trace.event_json("tool", "tool.end", session_id="s1", duration_ms=duration,
-                                data=dict(data))
+        fast = trace_log.event_json("tool", "tool.end", session_id="s1", duration_ms=duration,
+                                    data=dict(data))
         slow = TraceEvent(at=fast["at"], type="tool", name="tool.end", session_id="s1",
                           duration_ms=None if duration is None else round(duration, 3),
                           data=dict(data)).to_json()

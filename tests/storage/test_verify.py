@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import client, nativeclient
+from gitguard import nativeclient
 from gitguard.api import Guard
 from gitguard.integrations import hooklog
+from gitguard.ipc import client
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import alive, wait_for
 from tests.helpers.gitstate import GitState

@@ -1,0 +1,1 @@
+"""Tool calls: lifecycle, attribution, classification, shell parsing, `gitguard run`."""

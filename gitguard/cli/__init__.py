@@ -1,0 +1,1 @@
+"""The command line: the console script entry, click commands, the fast call parser."""

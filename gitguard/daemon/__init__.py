@@ -1,0 +1,1 @@
+"""The per-workspace daemon: engine, watcher, socket server, what it answers."""

@@ -1,0 +1,1 @@
+"""`gitguard demo`: a narrated agent session on a throwaway repository."""

@@ -1,0 +1,1 @@
+"""Talking to git and libgit2: commands, filters, trees, packs, patch text, merges."""

@@ -1,0 +1,1 @@
+"""The client side of the daemon's socket."""

@@ -1,0 +1,1 @@
+"""The tool-call ledger: the journal, its fold, segments, repair, sessions, replay."""

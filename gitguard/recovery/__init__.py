@@ -1,0 +1,1 @@
+"""After an agent crash: resume, the recovery scan and note, restore, compensation."""

@@ -1,0 +1,357 @@
+"""Resume after a crash, settle an uncertain call, explain what may run again (DESIGN.md "Resume").
+
+Resume is idempotent and crash-safe: everything it writes happens under the store lock,
+in an order where a crash at any point leaves a store the next resume finishes:
+a `resume` checkpoint (the end of the interrupted calls' window; reused when nothing
+was appended after it), then one ledger append that settles every open call of the
+session (`started` -> `uncertain`; `planned` -> `failed`, the tool never ran), then
+trace events. A second resume finds nothing open and gives the same answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gitguard import clock, faults
+from gitguard.calls import timeline
+from gitguard.errors import GitguardError, IllegalTransition, UnknownId
+from gitguard.ledger import journal, sessions
+from gitguard.ledger.replay import Verdict, blocks, never_ran, verdict
+from gitguard.ledger.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
+from gitguard.models import ToolLedgerEntry
+from gitguard.recovery import note as recovery_note
+from gitguard.recovery.scan import (
+    Choice,
+    WorkspaceCheck,
+    check_workspace,
+    choose,
+    move_incomplete_aside,
+    require_session,
+    target_session,
+    usable,
+    with_incomplete,
+)
+from gitguard.rollback import conflicts as conflict_store
+from gitguard.snapshot import checkpoints
+from gitguard.snapshot.snapshotter import TreeResult
+from gitguard.storage import messages as message_store
+from gitguard.storage import trace_log
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+INTERRUPTED = "interrupted: found started after a crash; its outcome is unknown"
+
+
+def never_started(entry: ToolLedgerEntry) -> bool:
+    """The tool did not run: planned and never started (a crash), or announced and then
+    denied before it ran (replay.never_ran)."""
+    return entry.status == "failed" and (entry.started_at is None or never_ran(entry))
+
+
+@dataclass(frozen=True)
+class CallView:
+    entry: ToolLedgerEntry
+    verdict: Verdict
+
+    @classmethod
+    def of(cls, entry: ToolLedgerEntry) -> CallView:
+        return cls(entry, verdict(entry))
+
+    def fact(self) -> recovery_note.CallFact:
+        e = self.entry
+        return recovery_note.CallFact(
+            call_id=e.call_id, tool=e.tool_name, status=e.status, summary=e.summary,
+            idempotency=e.idempotency, side_effects=e.side_effects,
+            error_summary=e.error_summary, never_started=never_started(e))
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.entry
+        return {"callId": e.call_id, "toolName": e.tool_name, "stepId": e.step_id,
+                "status": e.status, "summary": e.summary, "errorSummary": e.error_summary,
+                "idempotency": e.idempotency, "replayPolicy": self.verdict.policy,
+                "classificationReason": e.classification_reason,
+                "neverStarted": never_started(e), "replayable": self.verdict.replayable,
+                "why": self.verdict.why}
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    session_id: str
+    choice: Choice
+    workspace: WorkspaceCheck
+    last_completed_step: str | None
+    calls: tuple[CallView, ...]   # since the agent last saved its state (newest ones), uncertain
+    earlier_calls: int             # finished calls since then left out of `calls`
+    uncertain: tuple[str, ...]
+    do_not_repeat: tuple[CallView, ...]
+    run_state: dict[str, Any] | None
+    messages: list[Any]
+    note: str
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        return self.choice.checkpoint.checkpoint_id if self.choice.checkpoint else None
+
+    def to_json(self) -> dict[str, Any]:
+        found = self.choice.checkpoint
+        return {
+            "sessionId": self.session_id, "checkpointId": self.checkpoint_id,
+            "checkpointKind": found.kind if found else None,
+            "checkpointStep": found.step_id if found else None, "why": self.choice.why,
+            "skipped": [s.to_json() for s in self.choice.all_skipped],
+            "lastCompletedStep": self.last_completed_step,
+            "runState": self.run_state, "messages": self.messages,
+            "transcriptPath": found.transcript_path if found else None,
+            "workspace": self.workspace.to_json(),
+            "conflicts": [c.record.to_json() for c in self.workspace.conflicts],
+            "calls": [c.to_json() for c in self.calls], "earlierCalls": self.earlier_calls,
+            "uncertain": list(self.uncertain),
+            "neverStarted": [c.entry.call_id for c in self.calls if never_started(c.entry)],
+            "doNotRepeat": [c.entry.call_id for c in self.do_not_repeat],
+            "recoveryNote": self.note,
+        }
+
+
+def _session_entries(state: journal.LedgerState, session_id: str) -> list[ToolLedgerEntry]:
+    return [e for e in map(state.entries.__getitem__, state.order) if e.session_id == session_id]
+
+
+def resume(g: Guard, *, checkpoint_id: str | None = None,
+           session_id: str | None = None) -> ResumeResult:
+    started_clock = time.perf_counter()
+    with g.store.writing():
+        # The workspace scan waits on `git status` (about 0.4 s at 100k files) while a
+        # fresh process's ledger read is all Python (decode, validate 10,000 entries): the
+        # read runs in a thread meanwhile. The scan writes only the snapshot's own caches
+        # (as `gitguard status` does), so scanning before a refusal below changes nothing.
+        reading = _Reading(g)
+        try:
+            tree = g.snap.write_tree()
+        finally:
+            state = reading.result()
+        index = checkpoints.read_index(g.store)
+        sid = (index.find(checkpoint_id).session_id if checkpoint_id
+               else require_session(target_session(g.store, state, session_id)))
+        if not _known(g, state, index, sid):
+            raise UnknownId(f"no session {sid!r}", "list sessions with `gitguard session list`")
+        choice = choose(g.store, g.snap, index, sid, checkpoint_id)
+        # Only once nothing can refuse: a failed resume leaves the store as it found it.
+        moved = move_incomplete_aside(g.store, index)
+        choice = with_incomplete(g.store, index, choice, sid)
+        trace_log.emit(g.store, "recovery", "recovery.checkpoint", session_id=sid,
+                       **choice.to_json(), movedAside=[p.name for p in moved])
+        # The session's calls, gathered once (10,000 after a long run) for every step below.
+        entries = _session_entries(state, sid)
+        opened = [e for e in entries if e.status in OPEN_STATUSES]
+        if opened:
+            _settle(g, state, index, sid, tree, opened)
+            now = state.entries
+            entries = [now[e.call_id] for e in entries]
+        check = check_workspace(g.snap, state, index, sid, choice.checkpoint, tree.tree,
+                                entries)
+        trace_log.emit(g.store, "recovery", "recovery.verify", session_id=sid,
+                       headMoved=check.head_then != check.head_now, changed=len(check.changed),
+                       conflicts=[c.record.path for c in check.conflicts])
+        result = _result(g, state, sid, choice, check, entries)
+        faults.point("resume.before_done")
+        trace_log.emit(g.store, "recovery", "recovery.resume", session_id=sid,
+                       duration_ms=(time.perf_counter() - started_clock) * 1000,
+                       checkpointId=result.checkpoint_id, uncertain=list(result.uncertain),
+                       doNotRepeat=len(result.do_not_repeat),
+                       conflicts=len(check.conflicts))
+    return result
+
+
+class _Reading:
+    """`ledger.read` in a thread; `result()` joins it and returns or raises what it did."""
+
+    def __init__(self, g: Guard) -> None:
+        self._store = g.store
+        self._state: journal.LedgerState | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="gitguard-ledger-read")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._state = journal.read(self._store)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> journal.LedgerState:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._state is not None
+        return self._state
+
+
+def _known(g: Guard, state: journal.LedgerState, index: checkpoints.Index, sid: str) -> bool:
+    return (any(e.session_id == sid for e in state.entries.values())
+            or any(r.session_id == sid for r in index.rows)
+            or any(s.session_id == sid for s in sessions.read(g.store)))
+
+
+def _settle(g: Guard, state: journal.LedgerState, index: checkpoints.Index, session_id: str,
+            tree: TreeResult, opened: list[ToolLedgerEntry]) -> None:
+    """Close every open call of a crashed run in one append (under the lock)."""
+    faults.point("resume.before_checkpoint")
+    marker = _resume_checkpoint(g, state, index, session_id, tree)
+    faults.point("resume.after_checkpoint")
+    now = clock.stamp()
+    # Never-started calls first, so the fault point of the append is `ledger.*_uncertain`
+    # whenever something is marked uncertain.
+    settled = [e.model_copy(update={"status": "failed", "finished_at": now,
+                                    "error_summary": NEVER_STARTED, "note": NEVER_STARTED})
+               for e in opened if e.status != "started"]
+    settled += [e.model_copy(update={"status": "uncertain", "post_checkpoint_id": marker,
+                                     "note": INTERRUPTED})
+                for e in opened if e.status == "started"]
+    journal.append_entries(g.store, state, settled)
+    faults.point("resume.after_mark")
+    trace_log.emit(g.store, "recovery", "recovery.mark", session_id=session_id,
+                   checkpointId=marker,
+                   uncertain=[e.call_id for e in settled if e.status == "uncertain"],
+                   neverStarted=[e.call_id for e in settled if e.status == "failed"])
+
+
+def _resume_checkpoint(g: Guard, state: journal.LedgerState, index: checkpoints.Index,
+                       session_id: str, tree: TreeResult) -> str:
+    """The snapshot that closes the interrupted calls' window; a crashed resume's is reused."""
+    latest = index.latest(session_id)
+    if latest is not None and latest.kind == "resume":
+        found, _ = usable(g.store, g.snap, latest)
+        if found is not None and found.ledger_seq == state.last_seq:
+            return found.checkpoint_id
+    made = checkpoints.write(g.store, g.snap, index, session_id=session_id, kind="resume",
+                             tree=tree, ledger_seq=state.last_seq)
+    trace_log.emit(g.store, "checkpoint", "checkpoint.resume", session_id=session_id,
+                   checkpointId=made.checkpoint_id, files=len(tree.changed))
+    return made.checkpoint_id
+
+
+def _result(g: Guard, state: journal.LedgerState, session_id: str, choice: Choice,
+            check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
+    """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
+    first_seq = state.first_seq
+    last_step, horizon = last_completed(entries, first_seq, choice.saved)
+    # One pass over the session's calls (10,000 after a long run) for what every call adds.
+    calls: list[ToolLedgerEntry] = []
+    uncertain: list[str] = []
+    blocking: list[ToolLedgerEntry] = []
+    before = 0          # finished calls before the last completed step: not in the note
+    for e in entries:
+        status = e.status
+        if status == "uncertain":
+            calls.append(e)
+            uncertain.append(e.call_id)
+        elif status not in OPEN_STATUSES:
+            # A call denied before it ran is told whenever it was: the agent may retry it.
+            if horizon is None or first_seq.get(e.call_id, 0) > horizon or never_started(e):
+                calls.append(e)
+            else:
+                before += 1
+        if blocks(e):
+            blocking.append(e)
+    found = choice.checkpoint
+    do_not_repeat = tuple(CallView.of(e) for e in blocking)
+    shown = tuple(CallView.of(e) for e in _cap_finished(calls))
+    facts = recovery_note.NoteFacts(
+        checkpoint_id=found.checkpoint_id if found else None, last_completed_step=last_step,
+        calls=[c.fact() for c in shown], do_not_repeat=[c.fact() for c in do_not_repeat],
+        changed=[recovery_note.PathFact(c.path, c.owner, c.confidence) for c in check.changed],
+        conflicts=[recovery_note.PathFact(c.record.path, c.call_id, "exact")
+                   for c in check.conflicts],
+        head_then=check.head_then, head_now=check.head_now, branch_then=check.branch_then,
+        branch_now=check.branch_now,
+        skipped=[(s.label, f"it {s.reason}") for s in choice.all_skipped],
+        earlier_finished=before + len(calls) - len(shown))
+    # The JSON carries what the note tells, so its size does not grow with the ledger.
+    return ResumeResult(
+        session_id=session_id, choice=choice, workspace=check, last_completed_step=last_step,
+        calls=shown, earlier_calls=before + len(calls) - len(shown),
+        uncertain=tuple(uncertain),
+        do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
+        messages=message_store.read_messages(g.snap, found) if found else [],
+        note=recovery_note.render(facts))
+
+
+def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
+    """Every uncertain call, and only the newest finished ones: the note stays readable."""
+    finished = [e for e in calls if e.status != "uncertain"]
+    keep = {e.call_id for e in finished[-recovery_note.MAX_FINISHED:]}
+    return [e for e in calls if e.status == "uncertain" or e.call_id in keep]
+
+
+def reconcile(g: Guard, call_id: str, status: str, note: str | None = None) -> ToolLedgerEntry:
+    """Settle an uncertain call once someone checked the outside world."""
+    if status not in ("succeeded", "failed"):
+        raise GitguardError(f"an uncertain call settles as succeeded or failed, not {status!r}",
+                            "pass --status succeeded or --status failed")
+    with g.store.writing():
+        state = journal.read(g.store)
+        entry = state.get(call_id)
+        if entry.status == "started":
+            raise IllegalTransition(f"call {call_id} is still started; it may be running",
+                                    "if its process is gone, run `gitguard resume` first")
+        if entry.status != "uncertain":
+            raise IllegalTransition(
+                f"call {call_id} is {entry.status}, not uncertain: there is nothing to reconcile",
+                "only a call a crash left uncertain can be settled; see `gitguard explain`")
+        said = note or f"reconciled as {status} after checking outside"
+        settled = entry.model_copy(update={
+            "status": status, "finished_at": clock.stamp(), "note": said,
+            "error_summary": said if status == "failed" else entry.error_summary})
+        journal.append_entries(g.store, state, [settled])
+        _reword_conflicts(g, entry, status)
+        trace_log.emit(g.store, "recovery", "recovery.reconcile", session_id=entry.session_id,
+                       callId=call_id, status=status, note=said)
+    return settled
+
+
+def _reword_conflicts(g: Guard, entry: ToolLedgerEntry, status: str) -> None:
+    """Pending conflicts that blame this call for never finishing say how it was settled
+    (they stay conflicts: what it wrote was never recorded)."""
+    old = timeline.interrupted_reason(entry.call_id, entry.status)
+    new = timeline.interrupted_reason(entry.call_id, status)
+    stale = [c.model_copy(update={"reason": new}) for c in conflict_store.read(g.store)
+             if c.resolution == "pending" and c.call_id == entry.call_id and c.reason == old]
+    conflict_store.record(g.store, stale)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    session_id: str | None
+    calls: tuple[CallView, ...]
+    choice: Choice | None
+
+    def to_json(self) -> dict[str, Any]:
+        ran = [c for c in self.calls
+               if c.entry.status not in ("planned", "approved") and not never_started(c.entry)]
+        return {
+            "sessionId": self.session_id,
+            "calls": [c.to_json() for c in self.calls],
+            "ran": [c.entry.call_id for c in ran],
+            "doNotRepeat": [c.entry.call_id for c in self.calls if not c.verdict.replayable],
+            "wouldMarkUncertain": [c.entry.call_id for c in self.calls
+                                   if c.entry.status == "started"],
+            "checkpoint": self.choice.to_json() if self.choice else None,
+        }
+
+
+def explain(g: Guard, session_id: str | None = None) -> Explanation:
+    """Read-only: the calls of a session, which may run again and why, and what resume would use."""
+    if not g.store.exists():
+        return Explanation(None, (), None)
+    state = journal.read(g.store)
+    index = checkpoints.read_index(g.store)
+    sid = target_session(g.store, state, session_id)
+    if sid is None:
+        return Explanation(None, (), None)
+    calls = tuple(CallView.of(e) for e in _session_entries(state, sid))
+    choice = choose(g.store, g.snap, index, sid)
+    return Explanation(sid, calls, with_incomplete(g.store, index, choice, sid))

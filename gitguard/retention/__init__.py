@@ -1,0 +1,1 @@
+"""What `gitguard gc` does: collection, the retention policy, repacking."""

@@ -1,0 +1,1 @@
+"""Rolling files back without destroying a user edit: writer, patches, conflicts."""

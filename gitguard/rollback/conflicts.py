@@ -1,0 +1,262 @@
+"""Conflicts a rollback left: conflicts.json, a three-way view, and their resolution.
+
+A conflict is a path the agent changed after the checkpoint and someone else
+touched too. Resolving it: `keep_user` (--keep-user) writes nothing; `apply_agent`
+(--take-checkpoint, the source chapter's name kept on disk) writes the
+checkpoint's content (completing the rollback); `manual_merge` removes the agent's
+hunks from the current file and keeps the user's. Both writes go through
+guarded.apply, so the user's version stays in a pre_rollback checkpoint and the
+resolution itself can be rolled back.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pygit2
+
+from gitguard import clock
+from gitguard.errors import GitguardError, UnknownId
+from gitguard.git import filters, merge
+from gitguard.git.objects import LINK, REGULAR, read_blob
+from gitguard.ipc import api_client
+from gitguard.ledger import journal, sessions
+from gitguard.models import CheckpointConflict, Resolution, RollbackFiles
+from gitguard.rollback import fileops
+from gitguard.rollback.fileops import FileState
+from gitguard.rollback.workspace_writer import Applied, Step, apply
+from gitguard.snapshot import checkpoints
+from gitguard.storage import durable, trace_log
+from gitguard.storage.store import Store
+from gitguard.workspace import safe_relpath
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+How = Literal["keep_user", "apply_agent", "manual_merge"]
+TOOL_NAME = "gitguard.resolve_conflict"
+FLAGS: dict[str, str] = {"keep_user": "--keep-user", "apply_agent": "--take-checkpoint",
+                         "manual_merge": "--merge"}
+
+
+def read(store: Store) -> list[CheckpointConflict]:
+    try:
+        raw = store.conflicts_path.read_bytes()
+    except FileNotFoundError:
+        return []
+    # json.loads keeps surrogate-escaped names that are not UTF-8
+    return [CheckpointConflict.model_validate(item) for item in json.loads(raw)]
+
+
+def _write(store: Store, items: list[CheckpointConflict]) -> None:
+    durable.atomic_write(store.conflicts_path,
+                         durable.canonical_json([c.to_json() for c in items]) + b"\n")
+
+
+def record(store: Store, new: list[CheckpointConflict]) -> list[CheckpointConflict]:
+    """Add conflicts; a new one for a path replaces the old one. Under the store lock."""
+    by_path = {c.path: c for c in read(store)}
+    for conflict in new:
+        by_path[conflict.path] = conflict
+    items = list(by_path.values())
+    if new:
+        _write(store, items)
+    return items
+
+
+def find(g: Guard, path: str) -> CheckpointConflict:
+    items = {c.path: c for c in read(g.store)}
+    if path in items:
+        return items[path]
+    normal = safe_relpath(g.ws, os.path.abspath(path))
+    if normal in items:
+        return items[normal]
+    raise UnknownId(f"no conflict for {path}", "list them with `gitguard conflicts`")
+
+
+# the three-way view ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ThreeWay:
+    conflict: CheckpointConflict
+    base: bytes | None          # at the checkpoint
+    agent: bytes | None         # what the agent last wrote
+    current: bytes | None       # the file now
+    current_state: FileState | None
+
+    @property
+    def binary(self) -> bool:
+        return any(side is not None and merge.is_binary(side)
+                   for side in (self.base, self.agent, self.current))
+
+    @property
+    def symlink(self) -> bool:
+        modes = (self.conflict.base_mode, self.conflict.expected_mode,
+                 self.current_state.mode if self.current_state else None)
+        return LINK in modes
+
+
+def three_way(g: Guard, conflict: CheckpointConflict) -> ThreeWay:
+    def blob(oid: str | None) -> bytes | None:
+        return read_blob(g.snap.repo, oid) if oid else None
+
+    state = fileops.current_state(g.ws.root, conflict.path)
+    current: bytes | None = None
+    real = state if isinstance(state, FileState) else None
+    if real is not None:
+        full = g.ws.root / conflict.path
+        current = os.readlink(os.fsencode(full)) if real.mode == LINK else full.read_bytes()
+    return ThreeWay(conflict, blob(conflict.base_hash), blob(conflict.expected_hash), current,
+                    real)
+
+
+def _diff(a: bytes | None, b: bytes | None, from_name: str, to_name: str) -> bytes:
+    if a is not None and b is not None and a == b:
+        return b"  (no difference)\n"
+    lines = difflib.diff_bytes(difflib.unified_diff, (a or b"").splitlines(keepends=True),
+                               (b or b"").splitlines(keepends=True),
+                               from_name.encode(), to_name.encode())
+    text = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    return text or b"  (no difference)\n"
+
+
+def render(view: ThreeWay, full: bool = False) -> bytes:
+    """The human three-way view: the agent's change (base -> agent) and the user's change
+    on top of it (agent -> current), as diffs; `full`: the three versions whole."""
+    c = view.conflict
+    head = (f"conflict {c.path}: {c.resolution}\n"
+            f"  why: {c.reason or 'changed by someone other than the agent'}\n"
+            f"  checkpoint {c.checkpoint_id}, agent call {c.call_id} ({c.agent_patch_ref})\n"
+            f"  base {c.base_hash or '(absent)'}  agent {c.expected_hash or '(deleted)'}  "
+            f"current {view.current_state.oid if view.current_state else '(absent)'}\n")
+    out = [head.encode()]
+    sides = ((f"base at {c.checkpoint_id}", view.base), (f"agent {c.call_id}", view.agent),
+             ("current file", view.current))
+    if view.binary or view.symlink:
+        for name, data in sides:
+            size = "absent" if data is None else f"{len(data)} bytes"
+            out.append(f"=== {name}: {'symlink' if view.symlink else 'binary'}, {size}\n"
+                       .encode())
+        out.append(b"Hint: this cannot be merged; choose --keep-user or --take-checkpoint\n")
+        return b"".join(out)
+    if full:
+        for name, data in sides:
+            out.append(f"=== {name}\n".encode())
+            out.append(data if data is not None else b"  (absent)\n")
+            if data and not data.endswith(b"\n"):
+                out.append(b"\n")
+        return b"".join(out)
+    out.append(f"=== the agent's change ({c.call_id}): base -> agent\n".encode())
+    out.append(_diff(view.base, view.agent, f"base/{c.path}", f"agent/{c.path}"))
+    out.append(b"=== the current file: agent -> current (the user's change)\n")
+    out.append(_diff(view.agent, view.current, f"agent/{c.path}", f"current/{c.path}"))
+    out.append(f"Hint: `gitguard conflicts show {c.path} --full` prints the three versions "
+               "whole; resolve with --keep-user, --take-checkpoint or --merge\n".encode())
+    return b"".join(out)
+
+
+# resolving -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Resolved:
+    conflict: CheckpointConflict
+    applied: Applied | None
+    markers: int = 0
+
+
+def _target(g: Guard, view: ThreeWay, how: How) -> tuple[FileState | None, bytes | None, int]:
+    """What the file becomes: (state, content, conflict regions left with markers)."""
+    c = view.conflict
+    if how == "apply_agent":
+        base = FileState(c.base_hash, c.base_mode or REGULAR) if c.base_hash else None
+        return base, None, 0
+    if view.current_state is None or view.current is None:
+        raise GitguardError(f"{c.path} does not exist now: there is nothing of yours to merge",
+                            "choose --keep-user (leave it absent) or --take-checkpoint")
+    if view.symlink:
+        raise GitguardError(f"{c.path} is a symlink on one side: symlinks cannot be merged",
+                            "choose --keep-user or --take-checkpoint")
+    if view.binary:
+        raise GitguardError(f"{c.path} is binary: it cannot be merged line by line",
+                            "keep yours with --keep-user, or restore the checkpoint's with "
+                            "--take-checkpoint (yours stays in the safety checkpoint)")
+    merged = merge.merge3(view.current, view.agent or b"", view.base or b"",
+                          labels=("current (yours)", f"agent {c.call_id}",
+                                  f"{c.checkpoint_id} (before the agent)"),
+                          git_dir=g.ws.git_dir, scratch=g.store.root / "tmp")
+    oid = str(g.snap.repo.create_blob(merged.data))
+    return FileState(oid, view.current_state.mode), merged.data, merged.conflicts
+
+
+def resolve(g: Guard, path: str, how: How) -> Resolved:
+    with api_client.restoring(g, how == "keep_user"), g.store.writing():
+        conflict = find(g, path)
+        if conflict.resolution != "pending":
+            raise GitguardError(f"the conflict on {conflict.path} is already resolved "
+                                f"({conflict.resolution})",
+                                "run `gitguard rollback-files` again to plan it anew")
+        session_id = _session_of(g, conflict)
+        state = journal.read(g.store)
+        applied: Applied | None = None
+        markers = 0
+        if how != "keep_user":
+            seen = fileops.observe(g.snap.repo, g.ws.root, conflict.path, store_blobs=True)
+            if seen.kind in ("beyond", "special"):
+                raise GitguardError(f"{conflict.path} cannot be written: "
+                                    f"{seen.blocker or 'it'} is not a regular file",
+                                    "move it away, then resolve again; or --keep-user")
+            view = three_way(g, conflict)
+            target, data, markers = _target(g, view, how)
+            data = _worktree_bytes(g, conflict.path, target, data)
+            if seen.kind == "dir" and fileops.files_under(g.ws.root, conflict.path):
+                raise GitguardError(f"{conflict.path} is a directory with files in it now",
+                                    "move them away, then resolve again; or --keep-user")
+            if target != seen.state:
+                applied = apply(
+                    g, state, session_id=session_id, tool_name=TOOL_NAME, id_prefix="resolve",
+                    summary=f"conflicts resolve {conflict.path} {FLAGS[how]}",
+                    tool_input={"path": conflict.path, "resolution": how},
+                    steps=[Step(conflict.path, seen.state, target, conflict.call_id, data)],
+                    now={conflict.path: seen.state})
+                if applied.raced:
+                    raise GitguardError(f"{conflict.path} changed while it was being resolved; "
+                                        "it was left as it is", "run the command again")
+        resolution: Resolution = how
+        done = conflict.model_copy(update={"resolution": resolution,
+                                           "resolved_at": clock.stamp()})
+        record(g.store, [done])
+        detail: dict[str, Any] = {"path": conflict.path, "resolution": how, "markers": markers,
+                  "entryId": applied.entry.call_id if applied else None,
+                  "removedDirs": list(applied.removed_dirs) if applied else [],
+                  "madeDirs": list(applied.made_dirs) if applied else [],
+                  "safetyCheckpointId": applied.safety.checkpoint_id if applied else None}
+        if applied is not None:
+            journal.append_action(g.store, state,
+                                  RollbackFiles(checkpoint_id=conflict.checkpoint_id or ""),
+                                  session_id, detail)
+        trace_log.emit(g.store, "conflict", "conflict.resolve", session_id=session_id, **detail)
+        return Resolved(done, applied, markers)
+
+
+def _worktree_bytes(g: Guard, path: str, target: FileState | None, data: bytes | None
+                    ) -> bytes | None:
+    """A stored blob to write back in the form `git checkout` writes it, where git converts
+    content (eol rules, smudge filters); None: the blob's own bytes."""
+    if target is None or target.mode == LINK or data is not None or not g.ws.is_git:
+        return data
+    convert = filters.conversion(g.snap.repo, g.ws.root, g.ws.git_dir, g.snap.scan_index())
+    if convert is None:
+        return None
+    smudged = convert.smudge(path, target.oid)
+    return None if str(pygit2.hash(smudged)) == target.oid else smudged
+
+
+def _session_of(g: Guard, conflict: CheckpointConflict) -> str:
+    if conflict.checkpoint_id:
+        index = checkpoints.read_index(g.store)
+        return index.find(conflict.checkpoint_id).session_id
+    return sessions.resolve(g.store, None).session_id

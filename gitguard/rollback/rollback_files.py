@@ -1,0 +1,528 @@
+"""`rollback_files`: undo what agent calls changed after a checkpoint, and nothing else.
+
+Plan, checks, safety snapshot, apply. The plan is pure: from each candidate path's
+history (timeline.py) it decides restore, delete, leave, or conflict. Only paths
+that agent calls changed after the checkpoint are candidates; a candidate is
+written only when every change to it since the checkpoint was an agent call's and
+it still holds exactly what the agent last wrote. Anything else a user touched
+becomes a CheckpointConflict and is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitguard import clock
+from gitguard.calls import timeline
+from gitguard.calls.timeline import UNKNOWN, PathHistory
+from gitguard.errors import GitguardError, UnsafePath
+from gitguard.git import filters, tree_edit
+from gitguard.git.objects import GITLINK, LINK, as_tree
+from gitguard.integrations import background, git_moves
+from gitguard.ipc import api_client
+from gitguard.ledger import journal
+from gitguard.models import (
+    Attribution,
+    Checkpoint,
+    CheckpointConflict,
+    RecoveryAction,
+    RollbackFiles,
+)
+from gitguard.rollback import conflicts, fileops
+from gitguard.rollback.fileops import FileState, Observed
+from gitguard.rollback.workspace_writer import (
+    Applied,
+    Step,
+    apply,
+    planned_targets,
+    sweep_interrupted,
+)
+from gitguard.snapshot import checkpoints
+from gitguard.storage import trace_log
+from gitguard.workspace import NON_GIT_STORE, safe_relpath
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
+
+TOOL_NAME = "gitguard.rollback_files"
+
+
+@dataclass
+class Plan:
+    checkpoint: Checkpoint
+    steps: list[Step] = field(default_factory=list)
+    conflicts: list[CheckpointConflict] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)    # already as at the checkpoint
+    kept_user: list[str] = field(default_factory=list)    # changed after it by the user only
+    left: list[tuple[str, str]] = field(default_factory=list)  # (path, why) never snapshotted
+
+
+@dataclass
+class Result:
+    plan: Plan
+    dry_run: bool
+    applied: Applied | None = None
+    conflicts: list[CheckpointConflict] = field(default_factory=list)
+    stored: list[CheckpointConflict] = field(default_factory=list)   # conflicts.json after
+    made_dirs: list[str] = field(default_factory=list)   # empty directories brought back
+
+    @property
+    def restored(self) -> list[str]:
+        return self._paths("restore")
+
+    @property
+    def deleted(self) -> list[str]:
+        return self._paths("delete")
+
+    def _paths(self, action: str) -> list[str]:
+        steps = self.applied.done if self.applied is not None else self.plan.steps
+        return sorted(s.path for s in steps if s.action == action)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpointId": self.plan.checkpoint.checkpoint_id, "dryRun": self.dry_run,
+            "restored": self.restored, "deleted": self.deleted,
+            "conflicts": [c.to_json() for c in self.conflicts],
+            "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
+            "madeDirs": self.made_dirs,
+            "left": [{"path": path, "reason": why} for path, why in self.plan.left],
+            "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
+            "entryId": self.applied.entry.call_id if self.applied else None,
+        }
+
+
+# planning (pure) -------------------------------------------------------------------------
+
+def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
+                 actual: FileState | None) -> CheckpointConflict:
+    agent = item.last_agent_change()
+    after = agent.after if agent is not None else None
+    call_id = agent.owner if agent is not None else None
+    return CheckpointConflict(
+        path=item.path, expected_hash=after.oid if after else None,
+        actual_hash=actual.oid if actual and actual != UNKNOWN else None,
+        agent_patch_ref=(agent.patch_ref if agent and agent.patch_ref
+                         else f"artifacts/patch_{call_id}.diff"),
+        checkpoint_id=checkpoint.checkpoint_id,
+        base_hash=item.base.oid if item.base else None, created_at=clock.stamp(),
+        call_id=call_id, reason=reason, base_mode=item.base.mode if item.base else None,
+        expected_mode=after.mode if after else None)
+
+
+def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
+           foreign: Mapping[str, str] | None = None) -> None:
+    """Sort every candidate into a step, a conflict, or a path left alone.
+
+    `foreign`: calls of other sessions (callId -> session) that ran in this worktree; a
+    change of theirs to a candidate makes it a conflict (one session's rollback never
+    reverts another's work)."""
+    touches = timeline.by_path(records)      # once, not a pass over every record per path
+    foreign = foreign or {}
+    for item in items:
+        agent = item.last_agent_change()
+        if item.now == item.base:
+            plan.unchanged.append(item.path)
+            continue
+        if agent is None:
+            plan.kept_user.append(item.path)
+            continue
+        reason = timeline.foreign_touch(item, plan.checkpoint.created_at,
+                                        touches.get(item.path, ()))
+        if reason is None:
+            other = next((c.owner for c in item.changes if c.owner in foreign), None)
+            if other is not None:
+                reason = f"{other} of session {foreign[other]} changed it too"
+        if reason is None and item.now == UNKNOWN:
+            reason = "it is neither a file nor a symlink now"
+        if reason is None and any(s is not None and s.mode == GITLINK
+                                  for s in (item.base, item.now)):
+            reason = "it is a submodule; gitguard does not roll submodules back"
+        if reason is None and item.now != agent.after:
+            reason = f"it differs from what {agent.owner} last wrote"
+        if reason is not None:
+            plan.conflicts.append(conflict_for(item, plan.checkpoint, reason, item.now))
+            continue
+        plan.steps.append(Step(item.path, item.now, item.base, agent.owner))
+
+
+def obstacles(steps: list[Step], observed: Mapping[str, Observed],
+              files_under: Mapping[str, list[str]]) -> dict[str, str]:
+    """Writes that something the plan does not remove stands in the way of."""
+    deleting = {s.path for s in steps if s.target is None}
+    blocked: dict[str, str] = {}
+    for step in steps:
+        if step.target is None:
+            continue
+        seen = observed[step.path]
+        if seen.kind == "beyond" and seen.blocker not in deleting:
+            blocked[step.path] = f"{seen.blocker} is a file or symlink where a directory belongs"
+        if seen.kind == "dir" and not set(files_under.get(step.path, ())) <= deleting:
+            blocked[step.path] = "a directory with other files in it is in the way"
+    return blocked
+
+
+# running ---------------------------------------------------------------------------------
+
+def sessions_of(state: journal.LedgerState, target: Checkpoint) -> frozenset[str] | None:
+    """The sessions whose calls a rollback to `target` undoes: the target's own, when it
+    has calls (several agent sessions may share a worktree, and one's rollback must not
+    revert another's work); None (every session) for a checkpoint no session's calls
+    follow, such as one a git hook took."""
+    if target.session_id == git_moves.GIT_SESSION:
+        return None
+    if any(e.session_id == target.session_id for e in state.entries.values()):
+        return frozenset({target.session_id})
+    return None
+
+
+def foreign_calls(state: journal.LedgerState, own: frozenset[str] | None) -> dict[str, str]:
+    """callId -> session of the calls outside `own`."""
+    if own is None:
+        return {}
+    return {c: e.session_id for c, e in state.entries.items() if e.session_id not in own}
+
+
+def _candidates(g: Guard, state: journal.LedgerState, line: timeline.Timeline,
+                rows: list[Any], own: frozenset[str] | None = None) -> dict[str, str]:
+    """Paths agent calls changed after the target, each with where it was read from.
+
+    A call a crash left open has no file patches: its declared paths count, and for an
+    agent's call whatever changed from its pre checkpoint to the next one (or to now).
+    `own`: only calls of these sessions (None: all).
+    """
+    paths: dict[str, str] = {}
+    for window in line.agent_windows():
+        entry = state.entries[window.call_id]
+        if own is not None and entry.session_id not in own:
+            continue
+        source = f"ledger entry {entry.call_id}"
+        if window.ended:
+            paths.update((p.path, source) for p in entry.file_patches)
+            continue
+        paths.update((p, source) for p in entry.declared_writes)
+        if window.planned is not None:
+            continue   # gitguard's own entry declared every path it writes
+        start = g.snap.tree_of(rows[window.start].snapshot_commit)
+        if window.end == timeline.NOW:
+            end, source = g.snap.write_tree().tree, "the working tree"
+        else:
+            end = g.snap.tree_of(rows[window.end].snapshot_commit)
+            source = f"checkpoint {rows[window.end].checkpoint_id}"
+        paths.update((c.path, source) for c in g.snap.diff(start, end) if c.path not in paths)
+    return paths
+
+
+def check_path(g: Guard, path: str, source: str,
+               plain_dirs: dict[str, bool] | None = None,
+               real_dirs: set[str] | None = None) -> None:
+    """A path from the ledger or a checkpoint must name a file inside the workspace as is.
+
+    Strings only: a symlink on the way (out of the workspace, a loop) is the working
+    tree's state, not a sign of an edited store; observe finds it in the way ("beyond")
+    and the plan deals with that path alone.
+
+    `plain_dirs` (shared across the paths of one rollback) remembers which parent
+    directories are real directories or absent, so a path made of those is accepted by
+    string checks and one lstat per new parent, not a Path walk per path. `real_dirs`
+    collects the parents those lstats found to be directories (for observe_many).
+    """
+    if plain_dirs is not None and _plain(g.ws.root, path, plain_dirs, real_dirs):
+        return
+    try:
+        normal = safe_relpath(g.ws, path, links=False)
+    except UnsafePath as exc:
+        raise UnsafePath(f"{source} names {path!r}: {exc.message}",
+                         "the store looks edited by hand; nothing was changed. "
+                         "Run `gitguard verify`") from None
+    if normal != path:
+        raise UnsafePath(f"{source} names {path!r}, which is not a normalised workspace path",
+                         "the store looks edited by hand; nothing was changed")
+
+
+def _plain(root: Path, path: str, plain_dirs: dict[str, bool],
+           real_dirs: set[str] | None = None) -> bool:
+    """True when `safe_relpath(path) == path` surely holds: a relative path in normal form,
+    not in git's or gitguard's store, no parent a symlink. False: ask safe_relpath."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or parts[0] in (".git", NON_GIT_STORE) or any(
+            part in ("", ".", "..") for part in parts):
+        return False
+    parent = ""
+    for part in parts[:-1]:
+        parent = f"{parent}/{part}" if parent else part
+        if parent not in plain_dirs:
+            try:
+                mode = os.lstat(os.path.join(root, parent)).st_mode
+                plain_dirs[parent] = not stat.S_ISLNK(mode)
+                if real_dirs is not None and stat.S_ISDIR(mode):
+                    real_dirs.add(parent)
+            except FileNotFoundError:
+                plain_dirs[parent] = True
+            except OSError:
+                plain_dirs[parent] = False
+        if not plain_dirs[parent]:
+            return False
+    return True
+
+
+@dataclass
+class Facts:
+    """What planning read: the ledger, each candidate's history and its state now.
+
+    Where git converts content (eol rules, filters), `items` compare git's form of each
+    file (what a snapshot stores), `on_disk` keeps the bytes' own state of the paths whose
+    forms differ (what the last check before a write finds) and `conversion` makes the
+    working-tree form of what is written back.
+    """
+
+    state: journal.LedgerState
+    observed: dict[str, Observed]
+    items: dict[str, PathHistory]
+    on_disk: dict[str, FileState] = field(default_factory=dict)
+    conversion: filters.Conversion | None = None
+    foreign: dict[str, str] = field(default_factory=dict)    # other sessions' calls
+
+    def now(self) -> dict[str, FileState | None]:
+        """Each path's state now as git stores it (the safety checkpoint's content)."""
+        return {p: self.items[p].now if p in self.on_disk else seen.state
+                for p, seen in self.observed.items()}
+
+
+def gather(g: Guard, target: Checkpoint, store_blobs: bool,
+           index: checkpoints.Index | None = None) -> Facts:
+    """Candidates, their checks, their states now and their histories. Under the store lock."""
+    index = index if index is not None else checkpoints.read_index(g.store)
+    state = journal.read(g.store)
+    line = timeline.build(index.rows, g.snap.tree_of, target.checkpoint_id, state.in_order(),
+                          lambda entry: planned_targets(g, entry),
+                          background=background.call_ids(g.store))
+    own = sessions_of(state, target)
+    sources = _candidates(g, state, line, index.rows, own)
+    plain_dirs: dict[str, bool] = {}
+    real_dirs: set[str] = set()
+    for path, source in sources.items():
+        check_path(g, path, source, plain_dirs, real_dirs)
+    # A path whose every parent was just found a real directory needs no second walk up
+    # to know none is a symlink or a file (planning only: the writes check again).
+    walked = {p for p in sources if all(q in real_dirs for q in _parents(p))}
+    repo, root = g.snap.repo, g.ws.root
+    # Before any read: the file-system clock the reads are compared with when the writes
+    # check each path again (fileops.Fence); a dry run writes nothing and needs none.
+    before = fileops.fence(g.store.lock.path) if store_blobs else None
+    observed = fileops.observe_many(repo, root, sorted(sources), store_blobs, before, walked)
+    cache: dict[tuple[str, str], FileState | None] = {}
+    parsed: dict[str, pygit2.Tree] = {}
+
+    def lookup(tree: str, path: str) -> FileState | None:
+        if (tree, path) not in cache:
+            if tree not in parsed:
+                parsed[tree] = as_tree(repo, tree)
+            cache[tree, path] = tree_edit.lookup(repo, parsed[tree], path)
+        return cache[tree, path]
+
+    convert = (filters.conversion(repo, root, g.ws.git_dir, g.snap.scan_index())
+               if g.ws.is_git else None)
+    now = {p: _now(seen) for p, seen in observed.items()}
+    on_disk: dict[str, FileState] = {}
+    if convert is not None:
+        for path, seen in observed.items():
+            clean = _git_form(convert, root, seen, store_blobs)
+            if seen.state is not None and clean is not None and clean != seen.state:
+                on_disk[path], now[path] = seen.state, clean
+    items = {p: timeline.history(line, p, lookup, now[p]) for p in observed}
+    return Facts(state, observed, items, on_disk, convert, foreign_calls(state, own))
+
+
+def _git_form(convert: filters.Conversion, root: Path, seen: Observed,
+              store: bool) -> FileState | None:
+    """A regular file's state as `git add` would store it, from the bytes observed; None
+    when it is not a regular file or changed since it was hashed (then its own bytes are
+    compared, which can only make it a conflict, never an overwrite)."""
+    if seen.kind != "file" or seen.state is None:
+        return None
+    if seen.seen is not None:
+        data = seen.seen.data
+    else:
+        try:
+            data = (root / seen.path).read_bytes()
+        except OSError:
+            return None
+        if str(pygit2.hash(data)) != seen.state.oid:
+            return None
+    return FileState(convert.clean(seen.path, data, store), seen.state.mode)
+
+
+def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
+    plan = Plan(target)
+    decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items),
+           facts.foreign)
+    under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
+             if facts.observed[s.path].kind == "dir"}
+    blocked = obstacles(plan.steps, facts.observed, under)
+    for path, reason in blocked.items():
+        plan.conflicts.append(conflict_for(facts.items[path], target, reason,
+                                           _now(facts.observed[path])))
+    plan.steps = [_worktree_form(facts, s) for s in plan.steps if s.path not in blocked]
+    return plan
+
+
+OWN_STEPS = ("rollback", "resolve")     # the step ids of gitguard's own writes (guarded)
+SKIPPED_FILE = ("over the size cap (untracked_size_cap): no snapshot holds it, so rollback "
+                "leaves it as it is; delete it yourself if the agent made it")
+SKIPPED_DIR = ("in a skipped directory (skip_dirs): no snapshot holds it, so rollback leaves "
+               "it as it is; delete it yourself if the agent made it")
+
+
+def left_out(g: Guard, index: checkpoints.Index, target: Checkpoint) -> list[tuple[str, str]]:
+    """Paths no rollback can touch, said out loud: what the newest checkpoint left out of
+    its snapshot (over the size cap, in a skipped directory) that the target did not, and
+    that is still there. Whoever made them, the rollback leaves them as they are."""
+    newest: Checkpoint | None = None
+    for row in reversed(index.rows):
+        if row.checkpoint_id == target.checkpoint_id:
+            return []
+        # gitguard's own writes build their checkpoints from trees, with no scan that
+        # would say what was left out: the newest scanned one says it.
+        if row.kind == "pre_rollback" or (row.kind == "post" and row.step_id in OWN_STEPS):
+            continue
+        try:
+            newest = checkpoints.load(g.store, row, open_state=False)
+        except GitguardError:
+            continue
+        break
+    if newest is None:
+        return []
+    before = set(target.skipped)
+    return [(path.rstrip("/"), SKIPPED_DIR if path.endswith("/") else SKIPPED_FILE)
+            for path in newest.skipped
+            if path not in before and os.path.lexists(g.ws.root / path.rstrip("/"))]
+
+
+def _worktree_form(facts: Facts, step: Step) -> Step:
+    """A step whose check and write are in working-tree form: it expects the bytes on
+    disk and writes the target as `git checkout` would (eol rules, smudge filters)."""
+    if facts.conversion is None:
+        return step
+    expected = facts.on_disk.get(step.path, step.expected)
+    data = step.data
+    if step.target is not None and step.target.mode != LINK and data is None:
+        data = facts.conversion.smudge(step.path, step.target.oid)
+        if str(pygit2.hash(data)) == step.target.oid:
+            data = None      # the blob's own bytes: written from the object store as usual
+    return Step(step.path, expected, step.target, step.call_id, data)
+
+
+def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
+    """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
+    started_clock = time.perf_counter()
+    # A running daemon records what it saw first and leaves our own writes unattributed;
+    # it takes the store lock for that, so this comes before ours.
+    with api_client.restoring(g, dry_run), g.store.writing():
+        index = checkpoints.read_index(g.store)     # once: gather and apply share it
+        target = checkpoints.load(g.store, index.find(checkpoint_id))
+        facts = gather(g, target, store_blobs=not dry_run, index=index)
+        plan = make_plan(g, target, facts)
+        plan.left = left_out(g, index, target)
+        result = Result(plan, dry_run, conflicts=list(plan.conflicts))
+        if dry_run or not (plan.steps or plan.conflicts):
+            return result
+        sweep_interrupted(g, facts.state)
+
+        def recorded(applied: Applied) -> tuple[RecoveryAction, dict[str, Any]]:
+            """The action for apply's last ledger append, which carries it with the finished
+            entry; the conflicts it names are stored first, as before."""
+            result.applied = applied
+            for step, found in applied.raced:
+                actual = found if isinstance(found, FileState) else None
+                result.conflicts.append(conflict_for(
+                    facts.items[step.path], target,
+                    "it changed while the rollback was writing; it was left as it is", actual))
+            result.stored = conflicts.record(g.store, result.conflicts)
+            return RollbackFiles(checkpoint_id=target.checkpoint_id), _detail(result)
+
+        apply(g, facts.state, session_id=target.session_id, tool_name=TOOL_NAME,
+              id_prefix="rollback", summary=f"rollback-files --to {checkpoint_id}",
+              tool_input={"to": checkpoint_id}, steps=plan.steps,
+              now=facts.now(), index=index,
+              base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
+              action=recorded)
+        if result.applied is not None:
+            # Only where this rollback wrote or deleted: a directory the user removed since
+            # is not made again behind their back.
+            touched = {d for s in result.applied.done for d in _parents(s.path)}
+            touched |= set(result.applied.removed_dirs)
+            result.made_dirs = fileops.make_dirs(
+                g.ws.root, [d for d in dirs_at(g, facts.state, target) if d in touched])
+        _trace(g, result, time.perf_counter() - started_clock)
+        return result
+
+
+def _detail(result: Result) -> dict[str, Any]:
+    assert result.applied is not None
+    return {"safetyCheckpointId": result.applied.safety.checkpoint_id,
+            "entryId": result.applied.entry.call_id, "restored": result.restored,
+            "deleted": result.deleted, "conflicts": [c.path for c in result.conflicts],
+            "removedDirs": list(result.applied.removed_dirs),
+            "madeDirs": list(result.applied.made_dirs)}
+
+
+def dirs_at(g: Guard, state: journal.LedgerState, target: Checkpoint) -> list[str]:
+    """Directories that existed when `target` was taken, as far as gitguard's own write
+    whose safety checkpoint it is tells: the parents of every path it wrote or deleted
+    (less those it made) and those its deletions left empty and removed. Going back to
+    `target` (undoing the write) makes the missing ones again: no snapshot holds an
+    empty directory. Only normalised workspace paths."""
+    named: set[str] = set()
+    for event in state.actions:
+        detail = event.detail
+        if not detail or detail.get("safetyCheckpointId") != target.checkpoint_id:
+            continue
+        paths = [*_strings(detail.get("restored")), *_strings(detail.get("deleted")),
+                 *_strings([detail.get("path")])]
+        made = set(_strings(detail.get("madeDirs")))
+        named |= {p for path in paths for p in _parents(path)} - made
+        named |= set(_strings(detail.get("removedDirs")))
+    found: list[str] = []
+    for path in sorted(named):
+        try:
+            if safe_relpath(g.ws, path, links=False) == path:
+                found.append(path)
+        except UnsafePath:
+            continue
+    return found
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _trace(g: Guard, result: Result, seconds: float) -> None:
+    target = result.plan.checkpoint
+    detail = _detail(result)
+    trace_log.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
+                   duration_ms=seconds * 1000, checkpointId=target.checkpoint_id, **detail)
+    if result.conflicts:
+        trace_log.emit(g.store, "conflict", "conflict.pending", session_id=target.session_id,
+                       paths=[c.path for c in result.conflicts],
+                       pending=sum(1 for c in result.stored if c.resolution == "pending"))
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def _now(seen: Observed) -> FileState | None:
+    return timeline.UNKNOWN if seen.kind == "special" else seen.state
+
+
+def pending_count(g: Guard) -> int:
+    return sum(1 for c in conflicts.read(g.store) if c.resolution == "pending")

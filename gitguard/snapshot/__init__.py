@@ -1,0 +1,1 @@
+"""Workspace snapshots: the snapshotter, checkpoints, stat scans, the daemon's."""

@@ -1,0 +1,1 @@
+"""Durable files and the store: privacy, sealing, redaction, artifacts, the trace log."""

@@ -1,0 +1,79 @@
+"""Message bodies of a run, stored once each as blobs in the object store and kept
+reachable from git gc by a commit under `refs/gitguard/messages/<session>`; a checkpoint
+names them by blob id (`Checkpoint.message_refs`), so a message present in 100
+checkpoints is stored once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pygit2
+
+from gitguard import clock
+from gitguard.git.objects import REGULAR, TREE, read_blob
+from gitguard.models import Checkpoint
+from gitguard.snapshot.snapshotter import Snapshotter
+from gitguard.storage import durable
+
+MESSAGES_REF = "refs/gitguard/messages/"
+
+
+def store_messages(snap: Snapshotter, session_id: str, messages: Sequence[Any]) -> list[str]:
+    """One blob per message (identical messages share it); a ref keeps them from git gc.
+
+    Each message is redacted, then sealed when encryption is on (with a synthetic nonce,
+    so identical messages still share a blob).
+    """
+    privacy = snap.store.privacy
+    refs = [snap.store_blob(privacy.seal(durable.canonical_json(privacy.redact_json(m)),
+                                         "message", deterministic=True))
+            for m in messages]
+    if refs:
+        _keep_reachable(snap, session_id, refs)
+    return refs
+
+
+def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> None:
+    repo = snap.repo
+    ref = repo.references.get(MESSAGES_REF + session_id)
+    head = repo.get(ref.target) if ref is not None else None
+    root = head.tree if isinstance(head, pygit2.Commit) else None
+    fanout: dict[str, list[str]] = {}
+    for oid in dict.fromkeys(blob_ids):
+        sub = root[oid[:2]] if root is not None and oid[:2] in root else None
+        if sub is not None and oid[2:] in sub:
+            continue
+        fanout.setdefault(oid[:2], []).append(oid)
+    if not fanout:
+        return
+    root_builder = repo.TreeBuilder(root) if root is not None else repo.TreeBuilder()
+    for prefix, oids in fanout.items():
+        existing = root[prefix] if root is not None and prefix in root else None
+        builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
+        for oid in oids:
+            builder.insert(oid[2:], pygit2.Oid(hex=oid), REGULAR)
+        root_builder.insert(prefix, builder.write(), TREE)
+    moment = clock.now()
+    sig = pygit2.Signature("gitguard", "gitguard@localhost", int(moment.timestamp()), 0)
+    parents: list[pygit2.Oid] = [head.id] if isinstance(head, pygit2.Commit) else []
+    commit = repo.create_commit(None, sig, sig, "gitguard messages\n", root_builder.write(),
+                                parents)
+    repo.references.create(MESSAGES_REF + session_id, commit, force=True)
+
+
+def read_messages(snap: Snapshotter, checkpoint: Checkpoint) -> list[Any]:
+    privacy = snap.store.privacy
+    return [json.loads(privacy.open(read_blob(snap.repo, oid), "message"))
+            for oid in checkpoint.message_refs]
+
+
+def new_blob_bytes(snap: Snapshotter, refs: Sequence[str], previous: Sequence[str]) -> int:
+    """Bytes of the blobs among `refs` that `previous` did not already name."""
+    known = set(previous)
+    total = 0
+    for oid in dict.fromkeys(refs):
+        obj = snap.repo.get(oid) if oid not in known else None
+        total += obj.size if isinstance(obj, pygit2.Blob) else 0
+    return total
