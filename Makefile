@@ -41,6 +41,8 @@ test: $(STAMP)
 check: $(STAMP)
 	$(BIN)/ruff check gitguard tests bench e2e
 	$(BIN)/mypy
+	@# The package's import graph has no cycle (local imports count).
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_import_graph.py
 
 # The real agent CLIs (e2e/package.json, pinned by its lock file); npm needs the registry only.
 E2E_STAMP := e2e/node_modules/.installed

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitguard import nativeclient
 from gitguard.errors import GitguardError
 from gitguard.ipc import client
 from gitguard.storage import durable
@@ -220,31 +219,3 @@ def open_log(store_dir: Path) -> logging.Logger:
     handler.addFilter(lambda record: "thread is inactive" not in record.getMessage())
     logging.getLogger("watchdog").addHandler(handler)
     return log
-
-
-def serve_foreground(ws: Workspace) -> int:
-    """Run the daemon in this process until SIGTERM, SIGINT or a `stop` request."""
-    from gitguard.daemon.daemon import Daemon, install_signals
-
-    Store(ws).create()
-    with daemon_lock(ws.store_dir) as stale:
-        log = open_log(ws.store_dir)
-        if stale is not None and stale != os.getpid():
-            log.warning("recovered: the previous daemon (pid %d) was gone without stopping "
-                        "(killed?); its stale pid file and socket are replaced", stale)
-        if nativeclient.remove_old(ws.store_dir):
-            log.info("removed the hook client an older gitguard built into the store "
-                     "(it speaks an older framing); the hooks that named it start Python")
-        daemon = Daemon(ws, log)
-        install_signals(daemon)
-        try:
-            daemon.start()
-        except Exception:
-            log.exception("the daemon failed to start")
-            daemon.source.stop()
-            raise
-        try:
-            daemon.run()
-        finally:
-            daemon.shutdown()
-    return 0

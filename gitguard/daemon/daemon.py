@@ -34,11 +34,11 @@ from typing import Any, NamedTuple
 
 import pygit2
 
-from gitguard import jsontext, store_discovery
+from gitguard import jsontext, nativeclient, store_discovery
 from gitguard.api import Guard
 from gitguard.calls import lifecycle
 from gitguard.cli import entry
-from gitguard.daemon import call_requests, recovery_requests
+from gitguard.daemon import call_requests, control, recovery_requests
 from gitguard.daemon.client_context import client_context
 from gitguard.daemon.engine import Engine, Item, Job
 from gitguard.daemon.request_stats import RequestStats
@@ -50,6 +50,7 @@ from gitguard.ledger import journal
 from gitguard.models import ToolLedgerEntry
 from gitguard.snapshot.daemon_snapshotter import DaemonSnapshotter
 from gitguard.snapshot.snapshotter import Snapshotter
+from gitguard.storage.store import Store
 from gitguard.workspace import NON_GIT_STORE, Workspace, discover
 
 DEBOUNCE_S = 0.3            # user changes are recorded once the workspace is quiet this long
@@ -480,3 +481,28 @@ def install_signals(daemon: Daemon) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
+
+def serve_foreground(ws: Workspace) -> int:
+    """Run the daemon in this process until SIGTERM, SIGINT or a `stop` request."""
+    Store(ws).create()
+    with control.daemon_lock(ws.store_dir) as stale:
+        log = control.open_log(ws.store_dir)
+        if stale is not None and stale != os.getpid():
+            log.warning("recovered: the previous daemon (pid %d) was gone without stopping "
+                        "(killed?); its stale pid file and socket are replaced", stale)
+        if nativeclient.remove_old(ws.store_dir):
+            log.info("removed the hook client an older gitguard built into the store "
+                     "(it speaks an older framing); the hooks that named it start Python")
+        daemon = Daemon(ws, log)
+        install_signals(daemon)
+        try:
+            daemon.start()
+        except Exception:
+            log.exception("the daemon failed to start")
+            daemon.source.stop()
+            raise
+        try:
+            daemon.run()
+        finally:
+            daemon.shutdown()
+    return 0

@@ -50,7 +50,7 @@ from gitguard.daemon.control import UNWATCHED_FILE
 from gitguard.daemon.watcher import Raw, Source
 from gitguard.errors import StoreError
 from gitguard.git import pack_writer
-from gitguard.git.objects import as_tree, blob_at
+from gitguard.git.objects import TreeResult, as_tree, blob_at
 from gitguard.git.tree_build import (
     IncrementalTree,
     NeedsFullScan,
@@ -63,7 +63,7 @@ from gitguard.ledger.replay import never_ran
 from gitguard.models import ToolLedgerEntry
 from gitguard.snapshot import checkpoints
 from gitguard.snapshot.daemon_snapshotter import diff_trees
-from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
+from gitguard.snapshot.snapshotter import Snapshotter
 from gitguard.storage.store import Store
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
 

@@ -93,7 +93,7 @@ def _denied(echo: Echo, repo: Path, transcript: Path,
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    from gitguard.demo.run import DEMO_ENV  # demo.py imports this module for its CHAPTERS
+    from gitguard.demo.demo_repo import DEMO_ENV
 
     # No autostart: a daemon started by the clone's hooks would outlive the demo's tree
     # (the daemon chapter shows the daemon, started and stopped on purpose).

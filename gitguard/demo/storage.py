@@ -41,7 +41,7 @@ def _env(**values: str) -> Iterator[None]:
 
 
 def chapter_storage(echo: Echo, repo: Path, guard: Guard) -> None:
-    from gitguard.demo.run import _git  # demo.py imports this module for its CHAPTERS list
+    from gitguard.demo.demo_repo import _git
 
     echo("== Storage: small, private, observable ==")
     (repo / "node_modules" / "left-pad").mkdir(parents=True)
@@ -78,7 +78,7 @@ def chapter_storage(echo: Echo, repo: Path, guard: Guard) -> None:
 
 
 def _encrypted_and_collected(echo: Echo, root: Path) -> None:
-    from gitguard.demo.run import _git, make_repo
+    from gitguard.demo.demo_repo import _git, make_repo
 
     root.mkdir()
     repo = make_repo(root)

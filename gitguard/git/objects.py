@@ -10,8 +10,10 @@ is git's checkout form, not the stored bytes.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
+from dataclasses import dataclass
 
 import pygit2
 
@@ -22,6 +24,9 @@ TREE = int(pygit2.enums.FileMode.TREE)                      # 0o040000
 GITLINK = int(pygit2.enums.FileMode.COMMIT)                 # 0o160000: a submodule's commit
 
 _BLOB_MODES = (REGULAR, EXECUTABLE, LINK)
+
+# What a stat or open of a workspace path raises when nothing is there to read.
+NOTHING_THERE = frozenset((errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG))
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -123,3 +128,38 @@ def tree_order(item: tuple[bytes, Entry]) -> bytes:
     """git's tree order: by name bytes, a directory compared as if it ended in "/"."""
     name, entry = item
     return name + b"/" if is_tree(entry) else name
+
+
+# --- the value types of tree work: a changed path, a built tree -----------------------
+
+@dataclass(frozen=True)
+class Change:
+    path: str               # workspace-relative, os.fsdecode of git's bytes
+    status: str             # A, M, D, T
+    old_mode: int
+    new_mode: int
+    old_oid: str | None
+    new_oid: str | None
+
+
+@dataclass(frozen=True)
+class TreeResult:
+    tree: str
+    changed: tuple[str, ...]
+    skipped: tuple[str, ...]
+    duration_ms: float = 0.0    # scan + hashing + write-tree, for the trace
+    bytes_hashed: int = 0       # size of the changed files now on disk (before compression)
+    # The tree before this scan when known: `tree` then differs from it at most at `changed`.
+    base: str | None = None
+
+
+def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
+    """The file (blob, link or gitlink) at `path`, None for nothing or a directory."""
+    if tree is None:
+        return None
+    path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))

@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
-from gitguard.git.objects import GITLINK, read_blob
-from gitguard.snapshot.snapshotter import Change
+from gitguard.git.objects import GITLINK, Change, read_blob
 
 _FLAGS = pygit2.enums.DiffOption.SHOW_BINARY
 _NULL_ID = "0" * 40

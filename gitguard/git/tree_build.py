@@ -44,10 +44,12 @@ from gitguard.git.objects import (
     GITLINK,
     GITLINK_MODE,
     LINK,
+    NOTHING_THERE,
     REGULAR,
     TREE_MODES,
     Entries,
     Entry,
+    TreeResult,
     entry_of,
     is_tree,
     object_id,
@@ -56,8 +58,6 @@ from gitguard.git.objects import (
     tree_order,
 )
 from gitguard.git.objects import TREE_TYPE as _TREE_T
-from gitguard.snapshot import stat_scan
-from gitguard.snapshot.snapshotter import TreeResult
 from gitguard.storage.store import Store
 
 
@@ -209,7 +209,7 @@ class IncrementalTree:
         try:
             return os.lstat(os.path.join(self.root, *parts))
         except OSError as exc:
-            if exc.errno in stat_scan.NOTHING_THERE:
+            if exc.errno in NOTHING_THERE:
                 return None
             raise
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 import pygit2
 
 from gitguard.git.objects import TREE as _TREE
+from gitguard.git.objects import Change
 from gitguard.git.objects import as_tree as _tree
-from gitguard.snapshot.snapshotter import Change
 
 _KIND_MASK = 0o170000           # regular file, symlink and gitlink differ here
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gitguard import clock, faults
 from gitguard.calls import timeline
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
+from gitguard.git.objects import TreeResult
 from gitguard.ledger import journal, sessions
 from gitguard.ledger.replay import Verdict, blocks, never_ran, verdict
 from gitguard.ledger.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
@@ -36,7 +37,6 @@ from gitguard.recovery.scan import (
 )
 from gitguard.rollback import conflicts as conflict_store
 from gitguard.snapshot import checkpoints
-from gitguard.snapshot.snapshotter import TreeResult
 from gitguard.storage import messages as message_store
 from gitguard.storage import trace_log
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gitguard import clock, faults, workers
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
 from gitguard.git import tree_edit
+from gitguard.git.objects import TreeResult
 from gitguard.ledger import journal as ledger
 from gitguard.models import (
     SCHEMA_VERSION,
@@ -35,7 +36,6 @@ from gitguard.models import (
 from gitguard.rollback import fileops, write_patch
 from gitguard.rollback.fileops import FileState
 from gitguard.snapshot import checkpoints, dirty_delta
-from gitguard.snapshot.snapshotter import TreeResult
 from gitguard.storage import durable
 
 if TYPE_CHECKING:

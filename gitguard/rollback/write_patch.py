@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitguard.git import patch_text, tree_diff
-from gitguard.git.objects import GITLINK, read_blob
+from gitguard.git.objects import GITLINK, Change, read_blob
 from gitguard.rollback import fileops
 from gitguard.snapshot import dirty_delta
-from gitguard.snapshot.snapshotter import Change
 
 if TYPE_CHECKING:
     from gitguard.api import Guard

@@ -19,8 +19,9 @@ from pydantic.alias_generators import to_camel
 
 from gitguard import clock, faults
 from gitguard.errors import CorruptRecord, UnknownId
+from gitguard.git.objects import TreeResult
 from gitguard.models import SCHEMA_VERSION, Checkpoint, CheckpointIndexRow, CheckpointKind
-from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
+from gitguard.snapshot.snapshotter import Snapshotter
 from gitguard.storage import durable, journal_tail, trace_log
 from gitguard.storage import messages as message_store
 from gitguard.storage.store import Store

@@ -11,16 +11,9 @@ import pygit2
 
 from gitguard import clock, faults
 from gitguard.git import pack_writer
-from gitguard.git.objects import COMMIT_TYPE, EMPTY_TREE, object_id
+from gitguard.git.objects import COMMIT_TYPE, EMPTY_TREE, Change, TreeResult, file_at, object_id
 from gitguard.git.tree_diff import diff_trees
-from gitguard.snapshot.snapshotter import (
-    AUTHOR,
-    SESSION_REF,
-    Change,
-    Snapshotter,
-    TreeResult,
-    file_at,
-)
+from gitguard.snapshot.snapshotter import AUTHOR, SESSION_REF, Snapshotter
 
 __all__ = ["DaemonSnapshotter", "diff_trees"]
 

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
-from gitguard.git.objects import TREE, as_tree
+from gitguard.git.objects import TREE, Change, as_tree
 from gitguard.models import Checkpoint
 from gitguard.rollback.fileops import FileState
-from gitguard.snapshot.snapshotter import Change, Snapshotter
+from gitguard.snapshot.snapshotter import Snapshotter
 
 _KIND = 0o170000                 # regular file, symlink and gitlink differ here
 LIMIT = 200                      # Snapshotter.dirty_against_head's default list length

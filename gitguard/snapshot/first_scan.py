@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
 
-    from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
+    from gitguard.git.objects import TreeResult
+    from gitguard.snapshot.snapshotter import Snapshotter
 
 Staged = dict[bytes, "tuple[int, str] | None"]
 

@@ -21,10 +21,11 @@ after it).
 from __future__ import annotations
 
 from gitguard.errors import CorruptRecord
+from gitguard.git.objects import TreeResult
 from gitguard.ledger import journal
 from gitguard.models import Checkpoint
 from gitguard.snapshot import checkpoints
-from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
+from gitguard.snapshot.snapshotter import Snapshotter
 from gitguard.storage.store import Store
 
 

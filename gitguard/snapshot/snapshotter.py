@@ -20,7 +20,6 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import pygit2
 
 from gitguard import clock, faults
 from gitguard.git.commands import run_git
-from gitguard.git.objects import EMPTY_TREE
+from gitguard.git.objects import EMPTY_TREE, Change, TreeResult, file_at
 from gitguard.settings import Settings
 from gitguard.snapshot import stat_tree
 from gitguard.snapshot.stat_scan import StatScan, gone_path
@@ -36,27 +35,6 @@ from gitguard.storage.store import Store
 
 SESSION_REF = "refs/gitguard/sessions/"
 AUTHOR = ("gitguard", "gitguard@localhost")
-
-
-@dataclass(frozen=True)
-class Change:
-    path: str               # workspace-relative, os.fsdecode of git's bytes
-    status: str             # A, M, D, T
-    old_mode: int
-    new_mode: int
-    old_oid: str | None
-    new_oid: str | None
-
-
-@dataclass(frozen=True)
-class TreeResult:
-    tree: str
-    changed: tuple[str, ...]
-    skipped: tuple[str, ...]
-    duration_ms: float = 0.0    # scan + hashing + write-tree, for the trace
-    bytes_hashed: int = 0       # size of the changed files now on disk (before compression)
-    # The tree before this scan when known: `tree` then differs from it at most at `changed`.
-    base: str | None = None
 
 
 class Snapshotter(StatScan):
@@ -333,18 +311,6 @@ class Snapshotter(StatScan):
 
     def store_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
-
-
-def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
-    """The file (blob, link or gitlink) at `path`, None for nothing or a directory."""
-    if tree is None:
-        return None
-    path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))
 
 
 def in_skipped_dir(rel: str, names: tuple[str, ...]) -> bool:

@@ -10,13 +10,13 @@ which builds and records the trees.)
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
 
 from gitguard import faults
 from gitguard.git.commands import run_git
+from gitguard.git.objects import NOTHING_THERE
 from gitguard.settings import Settings
 from gitguard.snapshot import prescan
 from gitguard.storage import durable
@@ -31,7 +31,7 @@ _PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true", "-c", "index.skipHash
 
 # An lstat failing with these finds nothing there: gone, below a file, or a name longer
 # than the file system holds (an agent's 300-byte name: no file can have it).
-NOTHING_THERE = frozenset((errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG))
+
 
 
 class StatScan:

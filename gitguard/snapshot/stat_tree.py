@@ -46,7 +46,8 @@ from gitguard.git.objects import GITLINK
 from gitguard.storage import durable
 
 if TYPE_CHECKING:
-    from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
+    from gitguard.git.objects import TreeResult
+    from gitguard.snapshot.snapshotter import Snapshotter
 
 LAG_MAX = 256               # lagging paths before a flush: each costs git a re-hash a scan
 STATE_NAME = "stat.state"
@@ -144,8 +145,8 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
     git way must build it (then nothing was saved). `stat_index`: the index the state goes
     with when it is not the private one (the user's, at a first snapshot: `firstsnap`)."""
     index = stat_index if stat_index is not None else snap.store.stat_index
+    from gitguard.git.objects import TreeResult, file_at
     from gitguard.git.tree_build import NeedsFullScan, needs_git_filters
-    from gitguard.snapshot.snapshotter import TreeResult, file_at
 
     paths = list(paths)
     asked = {p.rstrip(b"/") for p in paths}
@@ -209,7 +210,7 @@ def settle(snap: Snapshotter, before: LagState, dirs: Iterable[bytes]) -> int:
     data never matches) and keeps their stat data. One index write, no re-hash, no
     write-tree. Killed after it, the state goes with the old checksum: the git way.
     How many paths it settled (0: nothing written)."""
-    from gitguard.snapshot.snapshotter import file_at
+    from gitguard.git.objects import file_at
 
     now = load(snap.store.root, snap.store.stat_index)
     prefixes = tuple(d for d in dirs if d.endswith(b"/"))

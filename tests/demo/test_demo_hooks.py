@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitguard.api import Guard
+from gitguard.demo.demo_repo import _user_state, make_repo
 from gitguard.demo.hooks import chapter_hooks
-from gitguard.demo.run import CHAPTERS, _user_state, make_repo
+from gitguard.demo.run import CHAPTERS
 
 
 def test_hooks_chapter(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pygit2
 
+from gitguard.git.objects import Change
 from gitguard.git.tree_diff import diff_trees
-from gitguard.snapshot.snapshotter import Change
 
 Spec = dict[bytes, "tuple[int, bytes] | Spec"]   # name -> (mode, content) or a subtree
 GITLINK_TARGET = b"1" * 40

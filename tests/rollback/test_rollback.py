@@ -16,13 +16,13 @@ import pytest
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.git import objects, tree_edit
+from gitguard.git.objects import TreeResult
 from gitguard.models import Attribution
 from gitguard.rollback import fileops
 from gitguard.rollback import rollback_files as rollback
 from gitguard.rollback.rollback_files import rollback_files
 from gitguard.settings import Settings
 from gitguard.snapshot import checkpoints
-from gitguard.snapshot.snapshotter import TreeResult
 from gitguard.storage import durable, trace_log
 from gitguard.workspace import discover, safe_relpath
 from tests.helpers.commands import gg

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from gitguard.api import Guard
+from gitguard.git.objects import TreeResult
 from gitguard.snapshot import stat_tree
-from gitguard.snapshot.snapshotter import Snapshotter, TreeResult
+from gitguard.snapshot.snapshotter import Snapshotter
 from tests.helpers.commands import git
 from tests.snapshot.test_in_process_snapshot import _random_change
 

@@ -27,7 +27,9 @@ def daemon_start(ctx: Ctx, foreground: bool, as_json: bool) -> None:
 
     ws = discover(Path(ctx.path))
     if foreground:
-        control.serve_foreground(ws)
+        from gitguard.daemon.daemon import serve_foreground
+
+        serve_foreground(ws)
         return
     started = control.start(ws)
     value = {"pid": started.pid, "alreadyRunning": started.already,
