@@ -112,7 +112,7 @@ def _table(config: dict[str, Any], name: str) -> dict[str, Any]:
     value = config.get(name, {})
     if not isinstance(value, dict):
         raise GitguardError(f"[{name}] in the gitguard config must be a table",
-                            "see README: Storage")
+                            "see docs/storage.md and docs/configuration.md")
     return value
 
 

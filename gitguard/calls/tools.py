@@ -21,7 +21,7 @@ def definitions(settings: Settings) -> dict[str, ToolDefinition]:
     result: dict[str, ToolDefinition] = {}
     for name, table in settings.tools.items():
         if not isinstance(table, dict):
-            raise GitguardError(f"[tools.{name}] must be a table", "see README: Configuration")
+            raise GitguardError(f"[tools.{name}] must be a table", "see docs/configuration.md")
         try:
             result[name] = ToolDefinition.model_validate({"name": name, **table})
         except ValueError as exc:
