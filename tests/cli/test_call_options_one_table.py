@@ -10,6 +10,7 @@ import pytest
 
 from gitguard import callcli, models
 from gitguard.callcli import ARGUMENT, FILE, FLAG, MULTI, VALUE, Option
+from gitguard.cli import cli
 from gitguard.commands.call import call_begin, call_end
 
 COMMANDS = [("begin", callcli.BEGIN, call_begin), ("end", callcli.END, call_end)]
@@ -38,7 +39,8 @@ def _required(table: tuple[Option, ...], but: Option) -> list[str]:
 
 
 def _by_click(command: click.Command, argv: list[str]) -> dict[str, Any]:
-    with click.Context(click.Group("call")) as parent:
+    # under gitguard's own context settings: click keeps the help option it makes first
+    with click.Context(cli, info_name="gitguard", **cli.context_settings) as parent:
         return dict(command.make_context(command.name, argv, parent=parent).params)
 
 
