@@ -1,4 +1,4 @@
-"""One table of `call begin`/`call end` parameters (callcli.BEGIN, END) builds both the
+"""One table of `call begin`/`call end` parameters (call_parser.BEGIN, END) builds both the
 click commands and the click-free parser: every entry reads the same both ways."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from gitguard import models
 from gitguard.cli import call_parser
 from gitguard.cli.call_parser import ARGUMENT, FILE, FLAG, MULTI, VALUE, Option
 from gitguard.cli.commands.call import call_begin, call_end
+from gitguard.cli.main import cli
 
 COMMANDS = [("begin", call_parser.BEGIN, call_begin), ("end", call_parser.END, call_end)]
 
@@ -39,7 +40,8 @@ def _required(table: tuple[Option, ...], but: Option) -> list[str]:
 
 
 def _by_click(command: click.Command, argv: list[str]) -> dict[str, Any]:
-    with click.Context(click.Group("call")) as parent:
+    # under gitguard's own context settings: click keeps the help option it makes first
+    with click.Context(cli, info_name="gitguard", **cli.context_settings) as parent:
         return dict(command.make_context(command.name, argv, parent=parent).params)
 
 
