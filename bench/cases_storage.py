@@ -65,7 +65,7 @@ def _gg(repo: Path, *args: str) -> None:
 def _modules() -> tuple[Any, Any, Any, Any]:
     try:
         names = ("gitguard.api", "gitguard.retention.collect", "gitguard.git.packing",
-                 "gitguard.storage.verify")
+                 "gitguard.verify")
         return tuple(importlib.import_module(n) for n in names)  # type: ignore[return-value]
     except Exception as exc:  # noqa: BLE001 - a broken import means "skip this row"
         raise Skip(f"gitguard storage modules not usable: {type(exc).__name__}: {exc}") from exc

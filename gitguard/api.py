@@ -37,8 +37,8 @@ from gitguard.settings import Settings, load
 # (with recovery_scan and recovery_note, ~15-25 ms of CPU) likewise: `call begin`,
 # `call end` and the hooks of a fresh process need none of it.
 from gitguard.snapshot import checkpoints
+from gitguard.snapshot import messages as message_store
 from gitguard.snapshot.snapshotter import Snapshotter
-from gitguard.storage import messages as message_store
 from gitguard.storage import trace_log
 from gitguard.storage.store import Store
 from gitguard.workspace import Workspace, discover
@@ -234,7 +234,7 @@ class Guard:
     def background_call(self, call_id: str, task_id: str) -> None:
         """The call goes on running in the background as `task_id`: it stays open (its
         window too) until `integrations.background` sees the task end."""
-        from gitguard.integrations import background
+        from gitguard.calls import background
 
         entry = ledger.read(self.store).get(call_id)
         background.note_started(self.store, task_id, call_id, entry.session_id)
@@ -256,7 +256,7 @@ class Guard:
                       self._daemon_info())
 
     def _daemon_info(self) -> dict[str, Any]:
-        from gitguard.daemon.control import UNWATCHED_FILE, running_pid
+        from gitguard.ipc.control import UNWATCHED_FILE, running_pid
 
         pid = running_pid(self.store.root)
         info: dict[str, Any] = {"running": pid is not None, "pid": pid}

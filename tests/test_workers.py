@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from gitguard import workers
-from gitguard.rollback import fileops
+from gitguard import fileops, workers
 from gitguard.storage import fsync_pool
 
 

@@ -12,8 +12,7 @@ from gitguard import clock, jsontext
 from gitguard.calls import tools
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
 from gitguard.git import packing, patch_text
-from gitguard.integrations import git_moves
-from gitguard.ledger import journal, sessions
+from gitguard.ledger import git_moves, journal, sessions
 from gitguard.ledger.replay import BLOCKING_STATUSES, stricter
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.snapshot import checkpoints, shared_checkpoint
@@ -72,8 +71,8 @@ def _replay_check(state: journal.LedgerState, lineage: Sequence[str], tool: str,
 def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str,
                 writes: Sequence[str]) -> str | None:
     """The call's replay identity where the state it acts on is part of it (replay_state)."""
+    from gitguard.calls import replay_state
     from gitguard.calls.classify import command_of
-    from gitguard.ledger import replay_state
 
     return replay_state.replay_key(g.ws, g.snap.repo if g.ws.is_git else None, digest,
                                    command_of(tool, tool_input),

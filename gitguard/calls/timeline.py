@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gitguard.calls.attribution import USER
+from gitguard.fileops import FileState
 from gitguard.ledger.replay import never_ran
 from gitguard.models import Attribution, CheckpointIndexRow, Confidence, ToolLedgerEntry
-from gitguard.rollback.fileops import FileState
 from gitguard.storage import durable
 from gitguard.storage.store import Store
 

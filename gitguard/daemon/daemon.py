@@ -38,7 +38,7 @@ from gitguard import jsontext, nativeclient, store_discovery
 from gitguard.api import Guard
 from gitguard.calls import lifecycle
 from gitguard.cli import entry
-from gitguard.daemon import call_requests, control, recovery_requests
+from gitguard.daemon import call_requests, recovery_requests
 from gitguard.daemon.client_context import client_context
 from gitguard.daemon.engine import Engine, Item, Job
 from gitguard.daemon.request_stats import RequestStats
@@ -46,6 +46,7 @@ from gitguard.daemon.server import SocketServer
 from gitguard.daemon.watcher import IgnoredDirs, Source, WatchdogSource
 from gitguard.errors import GitguardError
 from gitguard.git import packing
+from gitguard.ipc import control
 from gitguard.ledger import journal
 from gitguard.models import ToolLedgerEntry
 from gitguard.snapshot.daemon_snapshotter import DaemonSnapshotter

@@ -37,7 +37,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard.calls import attribution_log
+from gitguard.calls import attribution_log, background
 from gitguard.calls.attribution import (
     USER,
     FsEvent,
@@ -46,7 +46,6 @@ from gitguard.calls.attribution import (
     expectations,
     is_declared_only,
 )
-from gitguard.daemon.control import UNWATCHED_FILE
 from gitguard.daemon.watcher import Raw, Source
 from gitguard.errors import StoreError
 from gitguard.git import pack_writer
@@ -57,7 +56,7 @@ from gitguard.git.tree_build import (
     converting_attributes,
     needs_git_filters,
 )
-from gitguard.integrations import background
+from gitguard.ipc.control import UNWATCHED_FILE
 from gitguard.ledger import journal
 from gitguard.ledger.replay import never_ran
 from gitguard.models import ToolLedgerEntry

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.daemon import control
-from gitguard.ipc import client
+from gitguard.ipc import client, control
 
 Echo = Callable[[str], None]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gitguard.api import Guard
-from gitguard.integrations import claude_code, dangling, git_moves, hook_install
+from gitguard.integrations import claude_code, dangling, hook_install
+from gitguard.ledger import git_moves
 
 Echo = Callable[[str], None]
 SESSION = "5b7e2c90-1f4d-4a8e-9c3b-7d6a2e1f0b84"

@@ -112,7 +112,7 @@ def run(echo: Echo, keep: bool = False) -> None:
 def _stop_daemons(root: Path) -> None:
     """A git hook in the demo's clone starts a daemon by itself (autostart): stop every
     daemon of the throwaway tree, or it would outlive the demo writing into a removed one."""
-    from gitguard.daemon import control
+    from gitguard.ipc import control
     from gitguard.workspace import discover
 
     for repo in (p for p in root.iterdir() if (p / ".git").is_dir()):

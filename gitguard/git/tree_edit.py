@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
+from gitguard.fileops import FileState
 from gitguard.git.objects import (
     EXECUTABLE,
     GITLINK,
@@ -29,7 +30,6 @@ from gitguard.git.objects import (
     tree_bytes,
     tree_order,
 )
-from gitguard.rollback.fileops import FileState
 
 
 def _write_tree(repo: pygit2.Repository, entries: dict[bytes, tuple[int, pygit2.Oid]]

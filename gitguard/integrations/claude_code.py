@@ -40,9 +40,9 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from gitguard.calls import lifecycle, tools
+from gitguard.calls import background, lifecycle, tools
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
-from gitguard.integrations import background, dangling, hooklog, reach, transcript
+from gitguard.integrations import dangling, hooklog, reach, transcript
 from gitguard.ledger import journal, sessions
 from gitguard.models import TERMINAL
 from gitguard.storage import durable, trace_log

@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitguard.calls import lifecycle
+from gitguard.calls import background, lifecycle
 from gitguard.errors import IllegalTransition
-from gitguard.integrations import background, transcript
+from gitguard.integrations import transcript
 from gitguard.ledger import journal
 from gitguard.models import ToolLedgerEntry
 from gitguard.storage import trace_log

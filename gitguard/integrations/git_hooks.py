@@ -27,10 +27,9 @@ from gitguard import clock
 from gitguard.calls import attribution
 from gitguard.git.commands import run_git
 from gitguard.git.objects import EMPTY_TREE
-from gitguard.integrations import git_moves
-from gitguard.integrations.git_moves import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.integrations.pushcheck import check_push
-from gitguard.ledger import journal
+from gitguard.ledger import git_moves, journal
+from gitguard.ledger.git_moves import CommitRecord, CommittedPatch, GitMove, MoveKind
 from gitguard.models import CheckpointIndexRow, Confidence, ToolLedgerEntry
 from gitguard.snapshot import checkpoints
 from gitguard.storage import trace_log

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gitguard.ledger import journal
 from gitguard.models import RestoreSession
 from gitguard.snapshot import checkpoints
-from gitguard.storage import messages as message_store
+from gitguard.snapshot import messages as message_store
 from gitguard.storage import trace_log
 
 if TYPE_CHECKING:

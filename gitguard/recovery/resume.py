@@ -37,7 +37,7 @@ from gitguard.recovery.scan import (
 )
 from gitguard.rollback import conflicts as conflict_store
 from gitguard.snapshot import checkpoints
-from gitguard.storage import messages as message_store
+from gitguard.snapshot import messages as message_store
 from gitguard.storage import trace_log
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ from typing import Any
 import pygit2
 
 from gitguard import clock, faults
+from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
 from gitguard.git import packing
 from gitguard.git.objects import REGULAR, TREE
@@ -41,10 +42,9 @@ from gitguard.retention import policy as retention
 from gitguard.retention import repack as gc_repack
 from gitguard.settings import Settings
 from gitguard.snapshot import checkpoints
+from gitguard.snapshot import messages as message_store
 from gitguard.snapshot.snapshotter import AUTHOR, SESSION_REF, Snapshotter
 from gitguard.storage import dir_compaction, durable, trace_log
-from gitguard.storage import messages as message_store
-from gitguard.storage import verify as verify_mod
 from gitguard.storage.store import Store
 
 TEMP_REF = "refs/gitguard/gc/"

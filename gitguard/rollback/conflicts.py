@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pygit2
 
-from gitguard import clock
+from gitguard import clock, fileops
 from gitguard.errors import GitguardError, UnknownId
+from gitguard.fileops import FileState
 from gitguard.git import filters, merge
 from gitguard.git.objects import LINK, REGULAR, read_blob
 from gitguard.ipc import api_client
 from gitguard.ledger import journal, sessions
 from gitguard.models import CheckpointConflict, Resolution, RollbackFiles
-from gitguard.rollback import fileops
-from gitguard.rollback.fileops import FileState
 from gitguard.rollback.workspace_writer import Applied, Step, apply
 from gitguard.snapshot import checkpoints
 from gitguard.storage import durable, trace_log

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitguard import clock
-from gitguard.calls import timeline
+from gitguard import clock, fileops
+from gitguard.calls import background, timeline
 from gitguard.calls.timeline import UNKNOWN, PathHistory
 from gitguard.errors import GitguardError, UnsafePath
+from gitguard.fileops import FileState, Observed
 from gitguard.git import filters, tree_edit
 from gitguard.git.objects import GITLINK, LINK, as_tree
-from gitguard.integrations import background, git_moves
 from gitguard.ipc import api_client
-from gitguard.ledger import journal
+from gitguard.ledger import git_moves, journal
 from gitguard.models import (
     Attribution,
     Checkpoint,
@@ -36,8 +36,7 @@ from gitguard.models import (
     RecoveryAction,
     RollbackFiles,
 )
-from gitguard.rollback import conflicts, fileops
-from gitguard.rollback.fileops import FileState, Observed
+from gitguard.rollback import conflicts
 from gitguard.rollback.workspace_writer import (
     Applied,
     Step,

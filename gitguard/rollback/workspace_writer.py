@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from gitguard import clock, faults, workers
+from gitguard import clock, faults, fileops, workers
 from gitguard.errors import CorruptRecord, GitguardError, StoreError
+from gitguard.fileops import FileState
 from gitguard.git import tree_edit
 from gitguard.git.objects import TreeResult
 from gitguard.ledger import journal as ledger
@@ -33,8 +34,7 @@ from gitguard.models import (
     RecoveryAction,
     ToolLedgerEntry,
 )
-from gitguard.rollback import fileops, write_patch
-from gitguard.rollback.fileops import FileState
+from gitguard.rollback import write_patch
 from gitguard.snapshot import checkpoints, dirty_delta
 from gitguard.storage import durable
 

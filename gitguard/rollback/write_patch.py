@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
+from gitguard import fileops
 from gitguard.git import patch_text, tree_diff
 from gitguard.git.objects import GITLINK, Change, read_blob
-from gitguard.rollback import fileops
 from gitguard.snapshot import dirty_delta
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Checkpoints: a JSON file per checkpoint (written atomically, sha256 in the index) that
 points at a snapshot commit and carries HEAD, branch, dirty summary, ledger position and
-run state. Message bodies are stored once each as blobs (gitguard.storage.messages)."""
+run state. Message bodies are stored once each as blobs (gitguard.snapshot.messages)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from gitguard import clock, faults
 from gitguard.errors import CorruptRecord, UnknownId
 from gitguard.git.objects import TreeResult
 from gitguard.models import SCHEMA_VERSION, Checkpoint, CheckpointIndexRow, CheckpointKind
+from gitguard.snapshot import messages as message_store
 from gitguard.snapshot.snapshotter import Snapshotter
 from gitguard.storage import durable, journal_tail, trace_log
-from gitguard.storage import messages as message_store
 from gitguard.storage.store import Store
 
 # Rows a long-lived process keeps between reads of the index: a call's begin and end look

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 
 import pygit2
 
+from gitguard.fileops import FileState
 from gitguard.git.objects import TREE, Change, as_tree
 from gitguard.models import Checkpoint
-from gitguard.rollback.fileops import FileState
 from gitguard.snapshot.snapshotter import Snapshotter
 
 _KIND = 0o170000                 # regular file, symlink and gitlink differ here

@@ -166,8 +166,8 @@ def index_tree(repo: pygit2.Repository, staged: Staged) -> str | None:
         return None
     if not changes:
         return head
+    from gitguard.fileops import FileState  # ~100 ms of imports: only when needed
     from gitguard.git.tree_edit import tree_with
-    from gitguard.rollback.fileops import FileState  # ~100 ms of imports: only when needed
 
     return tree_with(repo, head, {p: None if s is None else FileState(oid=s[1], mode=s[0])
                                   for p, s in changes.items()})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gitguard.integrations import git_moves
+from gitguard.ledger import git_moves
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git

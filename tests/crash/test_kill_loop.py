@@ -25,12 +25,13 @@ from typing import Any
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.errors import GitguardError, ReplayRefused
 from gitguard.ledger import fold
 from gitguard.ledger.replay import BLOCKING_STATUSES, effective_policy, verdict
 from gitguard.models import ToolLedgerEntry
-from gitguard.storage import durable, verify
+from gitguard.storage import durable
 from tests.helpers.crashkit import scratch_root, user_git_state, workspace_files
 
 ROOT = Path(__file__).resolve().parents[2]

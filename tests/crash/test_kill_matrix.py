@@ -19,12 +19,13 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.errors import ReplayRefused
 from gitguard.git import packing
 from gitguard.ledger import segment
 from gitguard.snapshot import stat_tree
-from gitguard.storage import trace_log, verify
+from gitguard.storage import trace_log
 from tests.helpers.crashkit import (
     KNOWN_POINTS,
     fault_points_in_source,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard.rollback import fileops
+from gitguard import fileops
 from gitguard.rollback.workspace_writer import sweep_temps
 from tests.helpers.commands import gg, git
 from tests.helpers.gitstate import capture

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gitguard.api import Guard
-from gitguard.integrations import git_moves
+from gitguard.ledger import git_moves
 from tests.helpers.commands import gg, git
 from tests.helpers.hooks import run_git, with_branch_and_remote
 

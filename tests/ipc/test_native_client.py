@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from gitguard import nativeclient
-from gitguard.integrations import claude_settings, git_moves
+from gitguard.integrations import claude_settings
 from gitguard.ipc import client, wire
+from gitguard.ledger import git_moves
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git

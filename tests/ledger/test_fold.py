@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitguard import clock
+from gitguard import clock, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.ledger import fold, journal
 from gitguard.models import LedgerEvent, ToolLedgerEntry
-from gitguard.storage import durable, verify
+from gitguard.storage import durable
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
 from tests.helpers.crashkit import scratch_root

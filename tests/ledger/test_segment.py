@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.ledger import fold, journal
 from gitguard.ledger import segment as ledger_segment
 from gitguard.retention import artifacts
-from gitguard.storage import durable, verify
+from gitguard.storage import durable
 from gitguard.storage.store import Store
 from tests.helpers.commands import gg
 from tests.helpers.storage import GC_ENV, calls

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.demo.resume import chapter_resume
 from gitguard.errors import ReplayRefused
-from gitguard.storage import verify
 from gitguard.storage.durable import read_jsonl
 from tests.helpers.commands import gg, git
 from tests.helpers.crashkit import make_repo, scratch_root

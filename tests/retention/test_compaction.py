@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.snapshot import checkpoints
@@ -23,7 +24,6 @@ from gitguard.storage import (
     sealing,
     trace_log,
     trace_view,
-    verify,
 )
 from tests.helpers.commands import gg
 from tests.helpers.storage import GC_ENV, calls

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.git import packing
 from gitguard.models import CheckpointIndexRow
 from gitguard.retention import collect, policy
 from gitguard.settings import Retention
-from gitguard.storage import artifact_journal, durable, verify
+from gitguard.storage import artifact_journal, durable
 from tests.helpers.commands import gg, git
 from tests.helpers.gitstate import GitState, capture, fsck_clean
 

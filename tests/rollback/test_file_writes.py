@@ -9,12 +9,12 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from gitguard import fileops
 from gitguard.api import Guard
+from gitguard.fileops import FileState
 from gitguard.git import tree_edit
 from gitguard.git.objects import EXECUTABLE, LINK, REGULAR
 from gitguard.ledger import journal
-from gitguard.rollback import fileops
-from gitguard.rollback.fileops import FileState
 from gitguard.rollback.workspace_writer import Step, apply
 from tests.helpers.commands import gg
 from tests.helpers.rollback import put, tree_state

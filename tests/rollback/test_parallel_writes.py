@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gitguard import fileops
 from gitguard.api import Guard
-from gitguard.rollback import fileops
 from gitguard.rollback.rollback_files import rollback_files
 from tests.helpers.commands import gg
 from tests.helpers.gitstate import fsck_clean

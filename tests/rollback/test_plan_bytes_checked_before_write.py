@@ -11,12 +11,12 @@ from typing import Any
 import pygit2
 import pytest
 
+from gitguard import fileops
 from gitguard.api import Guard
+from gitguard.fileops import FileState
 from gitguard.git.objects import REGULAR
 from gitguard.ledger import journal
-from gitguard.rollback import fileops
 from gitguard.rollback import rollback_files as rollback
-from gitguard.rollback.fileops import FileState
 from gitguard.rollback.rollback_files import rollback_files
 from gitguard.storage import durable
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from gitguard import fileops
 from gitguard.api import Guard
 from gitguard.errors import UnsafePath
 from gitguard.git import objects, tree_edit
 from gitguard.git.objects import TreeResult
 from gitguard.models import Attribution
-from gitguard.rollback import fileops
 from gitguard.rollback import rollback_files as rollback
 from gitguard.rollback.rollback_files import rollback_files
 from gitguard.settings import Settings

@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pygit2
 
+from gitguard import fileops, verify
 from gitguard.api import Guard
+from gitguard.fileops import FileState
 from gitguard.git import patch_text, tree_diff, tree_edit
 from gitguard.git.objects import REGULAR
 from gitguard.ledger import journal
 from gitguard.models import ToolLedgerEntry
-from gitguard.rollback import fileops
-from gitguard.rollback.fileops import FileState
 from gitguard.rollback.rollback_files import rollback_files
 from gitguard.rollback.workspace_writer import Step, apply
 from gitguard.snapshot import checkpoints
-from gitguard.storage import verify
 
 
 def _slow_patch(guard: Guard, entry: ToolLedgerEntry) -> bytes:

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from gitguard.api import Guard
 from gitguard.calls import timeline
+from gitguard.fileops import FileState
 from gitguard.git import objects, tree_diff, tree_edit
 from gitguard.git.objects import EMPTY_TREE, EXECUTABLE, LINK, REGULAR
 from gitguard.models import Attribution, ToolLedgerEntry
-from gitguard.rollback.fileops import FileState
 from gitguard.rollback.rollback_files import rollback_files
 from gitguard.snapshot import checkpoints, dirty_delta
 from gitguard.storage import durable
@@ -274,8 +274,9 @@ def test_timeline_without_the_calls_that_ended_before_the_target_reads_the_same(
         repo: Path) -> None:
     """timeline.build leaves out the calls that ended at or before the target checkpoint:
     every path's history and the agent windows equal those read with every call kept."""
+    from gitguard import fileops
     from gitguard.ledger import journal
-    from gitguard.rollback import fileops, workspace_writer
+    from gitguard.rollback import workspace_writer
 
     guard = Guard.init(repo)
     try:

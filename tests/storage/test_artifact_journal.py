@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.git import patch_text
 from gitguard.models import ToolLedgerEntry
 from gitguard.snapshot import checkpoints
-from gitguard.storage import artifact_journal, durable, verify
+from gitguard.storage import artifact_journal, durable
 from tests.helpers.commands import gg
 from tests.helpers.storage import calls
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from gitguard import verify
 from gitguard.api import Guard
-from gitguard.storage import durable, fsync_pool, verify
+from gitguard.storage import durable, fsync_pool
 from tests.helpers.commands import gg
 from tests.helpers.daemons import request, running_daemon, store_of
 

@@ -22,7 +22,7 @@ def daemon_start(ctx: Ctx, foreground: bool, as_json: bool) -> None:
 
     Example: gitguard daemon start
     """
-    from gitguard.daemon import control
+    from gitguard.ipc import control
     from gitguard.workspace import discover
 
     ws = discover(Path(ctx.path))
@@ -54,7 +54,7 @@ def daemon_stop(ctx: Ctx, as_json: bool) -> None:
 
     Example: gitguard daemon stop
     """
-    from gitguard.daemon import control
+    from gitguard.ipc import control
     from gitguard.workspace import discover
 
     pid = control.stop(discover(Path(ctx.path)))
@@ -73,7 +73,7 @@ def daemon_status(ctx: Ctx, as_json: bool) -> None:
 
     Example: gitguard daemon status --json
     """
-    from gitguard.daemon import control
+    from gitguard.ipc import control
     from gitguard.workspace import discover
 
     found = control.status(discover(Path(ctx.path)))

@@ -4,12 +4,13 @@ import sys
 
 import click
 
+from gitguard import verify as verify_mod
 from gitguard.calls.attribution import owner_words
 from gitguard.cli.main import Ctx, emit, json_option, pass_ctx
 from gitguard.errors import GitguardError
-from gitguard.integrations import git_moves, reach
+from gitguard.integrations import reach
 from gitguard.integrations.pushcheck import HIDDEN_PREFIX
-from gitguard.storage import verify as verify_mod
+from gitguard.ledger import git_moves
 
 
 @click.command()

@@ -63,8 +63,8 @@ def _install_hooks(guard: Any, no_hooks: bool, value: dict[str, Any]) -> list[st
 
 def _start_daemon(guard: Any, no_daemon: bool, value: dict[str, Any]) -> str:
     """Start the watcher daemon unless told not to; init succeeds without it."""
-    from gitguard.daemon import control
     from gitguard.errors import GitguardError
+    from gitguard.ipc import control
 
     if no_daemon or not guard.settings.daemon_autostart:
         value["daemon"] = None

@@ -22,9 +22,9 @@ from gitguard.ledger import journal as ledger
 from gitguard.models import CheckpointIndexRow, LedgerEvent
 from gitguard.recovery.scan import INCOMPLETE_DIR, incomplete_files
 from gitguard.snapshot import checkpoints
+from gitguard.snapshot import messages as message_store
 from gitguard.snapshot.snapshotter import SESSION_REF, Snapshotter
 from gitguard.storage import durable
-from gitguard.storage import messages as message_store
 from gitguard.storage.store import Store
 
 
