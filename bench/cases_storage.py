@@ -83,7 +83,7 @@ def _object_bytes(objects: Path) -> int:
 
 def _git_bytes(git_dir: Path) -> tuple[int, int, int]:
     """`du -sb` of .git without its empty objects/xx fan-out directories, and how many
-    there were and their bytes. The daemon makes all 256 at start (packwrite.Fanouts: a
+    there were and their bytes. The daemon makes all 256 at start (pack_writer.Fanouts: a
     mkdir kept off the call path, ~1 MiB of directory blocks) and gc's `git prune-packed`
     removes the empty ones, so counted they would make "after gc" fall below a baseline
     taken with the daemon running. They hold nothing the edits added; a fan-out directory

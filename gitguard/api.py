@@ -32,10 +32,10 @@ from gitguard.models import (
 )
 from gitguard.settings import Settings, load
 
-# calls, remote, attribution and attrlog are imported where they are used: `gitguard
-# resume` in a fresh process (no daemon, after a crash) needs none of them; recovery
-# (with recovery_scan and recovery_note, ~15-25 ms of CPU) likewise: `call begin`,
-# `call end` and the hooks of a fresh process need none of it.
+# calls.lifecycle, ipc.api_client, attribution and attribution_log are imported where they
+# are used: `gitguard resume` in a fresh process (no daemon, after a crash) needs none of
+# them; recovery.resume (with recovery.scan and recovery.note, ~15-25 ms of CPU)
+# likewise: `call begin`, `call end` and the hooks of a fresh process need none of it.
 from gitguard.snapshot import checkpoints
 from gitguard.snapshot import messages as message_store
 from gitguard.snapshot.snapshotter import Snapshotter

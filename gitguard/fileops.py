@@ -6,7 +6,7 @@ a temporary file in the same directory and `os.replace`, so a crash leaves eithe
 the old or the new content; they never follow a symlink, neither in a parent
 directory nor at the path itself. Like `git checkout`, working-tree files are not
 fsynced one by one: the ledger entry around the writes is. Trees are built in
-treeedit.py.
+tree_edit.py.
 """
 
 from __future__ import annotations
@@ -375,7 +375,7 @@ def write_state(root: Path, rel: str, state: FileState, data: bytes,
     calls that change it for a moment). `checked`: the lstat of the file or symlink at
     `rel` that `last_check` just found, every parent a real directory: its parents are
     not walked again (a parent swapped for a symlink since is the same race as between
-    that walk and the open either way). Not fsynced, like `git checkout`: see guarded.py.
+    that walk and the open either way). Not fsynced, like `git checkout`: see workspace_writer.py.
     """
     full = os.path.join(root, rel)
     existing: os.stat_result | None

@@ -6,7 +6,9 @@ The package's parent directory is appended to sys.path (appended: a site-package
 directory must not shadow the standard library), the daemon is asked, and when
 none answers `site.main()` does what the interpreter skipped before the full CLI
 runs, exactly as `python -m gitguard` would. -P keeps this file's own directory
-off sys.path (gitguard's `trace` module would shadow the standard library's).
+off sys.path: none of gitguard's modules shares a name with the standard library now,
+but from there `errors`, `git` or `daemon` would import as top-level modules, a second
+copy of ours or in place of an installed package of that name.
 Standard library only until the fallback, like `gitguard.cli.entry`.
 """
 

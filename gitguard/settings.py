@@ -39,7 +39,7 @@ class Retention:
     keep_days: float = 7.0       # sessions active more recently than this are kept whole
     pinned: tuple[str, ...] = ()
     trace_days: float = 30.0     # trace events older than this are dropped
-    repack_repository: bool = True   # then `git repack` the whole repository (gc_repack)
+    repack_repository: bool = True   # then `git repack` the whole repository (retention.repack)
     repack_max_mb: float = 1024.0    # ... when its packs take at most this many MB
 
 

@@ -4,7 +4,7 @@ Every tool call sends these two command lines to the daemon. Building click's co
 parsing 15 options and dispatching through the lazy group cost ~3-5 ms of CPU per
 request, as much as the ledger work itself. The plain shapes a hook sends are read by
 the fresh-process parser (gitguard.cli.call_parser: the same option table as the click command)
-and run by the same `callcli.run`, against the daemon's Guard; anything else (help, an
+and run by the same `call_parser.run`, against the daemon's Guard; anything else (help, an
 unknown or misspelt option, a missing value, a bad choice, a value that looks like an
 option) returns None and goes through click as before, so the output and exit code are
 click's for every input (tests/daemon/test_daemon_calls_match_cli.py compares the two

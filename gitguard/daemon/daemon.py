@@ -13,7 +13,7 @@ handlers in OPS at the end of this module:
   command as the CLI (same output, same exit code) against the daemon's Guard; the
   plain `call begin`/`call end` lines hooks send skip click's parser
   (`gitguard.daemon.call_requests`, byte-for-byte the same answers);
-* `api.begin_call`, `api.end_call`: the Python API's calls (`remote.py`);
+* `api.begin_call`, `api.end_call`: the Python API's calls (`ipc/api_client.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
 * `resume`, `explain`: those command lines (`gitguard.daemon.recovery_requests`);
 * `ping`, `status`, `stop`, `flush`, `rescan`, `resync`, `gc`;
@@ -278,7 +278,7 @@ class Daemon:
         finally:
             # The whole history a request read (resume, status, a call older than the
             # window) is kept for the next such request, until calls go on: then only
-            # what the next call needs stays (ledger.py).
+            # what the next call needs stays (ledger/journal.py).
             journal.trim()
 
     def ping(self) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 It drains the watcher's queue into a dirty set and the attribution `Tracker`,
 builds each snapshot tree from the previous tree and the dirty paths
-(`treebuild`), and writes attribution records. A full scan (git status against
+(`tree_build`), and writes attribution records. A full scan (git status against
 the stat index, which it also brings up to date) runs only at start, after an
 overflow, when ignore or attribute rules change, and on request (before a
 restore).

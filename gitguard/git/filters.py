@@ -1,7 +1,7 @@
 """Whether git converts content on the way in (attributes, config): when it does, the
-O(changed) trees (`treebuild`) would hash the bytes on disk where git hashes converted
+O(changed) trees (`tree_build`) would hash the bytes on disk where git hashes converted
 bytes, so snapshots go through git instead. Asked by the daemon's engine and by the
-no-daemon `statlag`; split out of treebuild.py to keep it near 400 lines."""
+no-daemon `stat_tree`; split out of tree_build.py to keep it near 400 lines."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def converts_content(attributes: bytes) -> bool:
 
 def converting_attributes(root: Path, git_dir: Path, stat_index: Path) -> list[str]:
     """The attribute files the stat index lists that make git convert content on the way
-    in (the daemon's engine and the no-daemon `statlag` ask the same question)."""
+    in (the daemon's engine and the no-daemon `stat_tree` ask the same question)."""
     out = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"], git_dir=git_dir,
                   work_tree=root, env={"GIT_INDEX_FILE": str(stat_index)}).stdout
     found = []

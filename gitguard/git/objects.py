@@ -4,7 +4,7 @@ reading a tree or a blob out of the object database.
 Everything that names a mode, asks for a tree or reads a blob's bytes imports it from
 here. The modes are libgit2's (`pygit2.enums.FileMode`), kept as plain ints: they are
 compared in the tree diff's and tree builder's inner loops. Blobs that git must convert
-on the way out (filters, eol) are read by `gitfilters.Conversion.smudge` instead: that
+on the way out (filters, eol) are read by `filters.Conversion.smudge` instead: that
 is git's checkout form, not the stored bytes.
 """
 
@@ -39,7 +39,7 @@ _TYPE_NAMES = {BLOB_TYPE: b"blob", TREE_TYPE: b"tree", COMMIT_TYPE: b"commit"}
 def object_id(kind: int, data: bytes) -> bytes:
     """The raw id git gives an object of this kind and content: `pygit2.hash` for trees
     and commits too (it hashes blobs only), for objects written without libgit2
-    (`packwrite`)."""
+    (`pack_writer`)."""
     digest = hashlib.sha1(b"%s %d\0" % (_TYPE_NAMES[kind], len(data)))
     digest.update(data)
     return digest.digest()
@@ -85,9 +85,9 @@ def entry_id_at(repo: pygit2.Repository, root: str, path: str) -> str | None:
 
 # --- raw tree objects -------------------------------------------------------------------
 # Written by hand only where libgit2 measured slower: the daemon's O(changed) trees
-# (`treebuild`: TreeBuilders through an in-memory ODB re-read every tree through Python
+# (`tree_build`: TreeBuilders through an in-memory ODB re-read every tree through Python
 # callbacks, ~40% of a 100-file snapshot at 100k files), and names that are not UTF-8,
-# which pygit2's TreeBuilder cannot take (`treeedit`).
+# which pygit2's TreeBuilder cannot take (`tree_edit`).
 
 TREE_MODES = (b"40000", b"040000")      # as git writes it; the other as some tools did
 GITLINK_MODE = b"160000 "

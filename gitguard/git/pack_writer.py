@@ -3,7 +3,7 @@
 A snapshot of 100 edited files spread over a large tree writes ~100 blobs and a few
 hundred trees. As loose objects each costs libgit2 a temp file, a rename and often a
 fan-out directory: ~0.4-0.6 ms apiece, 140-300 ms per snapshot at 100k files. The
-daemon's trees (treebuild) compute their objects themselves and hand them to
+daemon's trees (tree_build) compute their objects themselves and hand them to
 `write_objects`: loose when they are few, else one pack with its version-2 index.
 
 Publishing a pack, as git does: both files are written under temp names and

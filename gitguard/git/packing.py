@@ -46,7 +46,7 @@ MERGE_WINDOW = 250
 # the repack, 2.89 MB against 3.12 MB: there the wide search pays).
 MERGE_WINDOW_BEFORE_REPACK = 50
 PACK_EXTS = (".idx", ".pack", ".rev", ".bitmap", ".mtimes", ".promisor")
-TMP_PREFIX = "tmp_gitguard_"  # a snapshot pack being written (packwrite); git's prune
+TMP_PREFIX = "tmp_gitguard_"  # a snapshot pack being written (pack_writer); git's prune
                               # also removes stale tmp_* files in objects/pack
 
 
@@ -146,7 +146,7 @@ def maybe_pack(store: Store, repo: pygit2.Repository) -> PackStats | None:
     sample (objects/17/) grew by half of what makes `git gc --auto` start. Under the lock.
     """
     limit = gc_auto(repo)
-    if len(own_packs(store)) > MAX_OWN_PACKS:      # snapshot packs (packwrite) add up
+    if len(own_packs(store)) > MAX_OWN_PACKS:      # snapshot packs (pack_writer) add up
         return pack_gitguard_objects(store)
     state = read_state(store)
     base_total, base_17 = state.get("baseline", [0, 0])
@@ -252,7 +252,7 @@ def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool,
     if incremental:
         args.append("--incremental")
     if recompress:
-        # Snapshot packs store trees uncompressed (packwrite: cheaper per call), and a merge
+        # Snapshot packs store trees uncompressed (pack_writer: cheaper per call), and a merge
         # that reuses entries keeps the trees git leaves as delta bases that way. `gitguard
         # gc`, where size is the point, deflates and delta-searches every object afresh.
         args.append("--no-reuse-object")
@@ -280,7 +280,7 @@ def record(store: Store, name: str, state: dict[str, Any] | None = None,
            sync: bool = True) -> None:
     """Name a pack of ours in packs.json: before it is visible, for a new one.
 
-    `sync=False` (a snapshot's pack, packwrite.publish): replaced but not fsynced, two
+    `sync=False` (a snapshot's pack, pack_writer.publish): replaced but not fsynced, two
     fsyncs fewer per 100-file snapshot (4-6 ms each on a slow disk). The record is the
     intent for a killed writer (`settle`), and a kill leaves the page cache: it is
     read back. A power cut may lose it, as it may lose the snapshot's loose commit
@@ -354,7 +354,7 @@ def _merge(store: Store, repo: pygit2.Repository, refs: list[str],
 
 
 def settle(store: Store, state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a killed snapshot-pack writer (packwrite.publish) left: a recorded pack
+    """What a killed snapshot-pack writer (pack_writer.publish) left: a recorded pack
     without its .idx was never published, and nothing names its objects (the commit
     and its ref come after both renames), so its files go. Under the store lock.
     Returns the state as it is now (`state`: packs.json as just read by the caller)."""

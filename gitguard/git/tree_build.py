@@ -14,10 +14,10 @@ against gitguard's stat index), so both give the same tree:
 
 Trees are read as raw bytes from the repository (its packs, its cache), kept parsed
 between advances, and the new ones are written here in git's format, their ids
-computed with hashlib (`gitobjects.object_id`): libgit2 TreeBuilders through an in-memory ODB
+computed with hashlib (`objects.object_id`): libgit2 TreeBuilders through an in-memory ODB
 re-read every tree through Python callbacks, ~40% of a 100-file snapshot at 100k.
 The new objects then go to the repository loose when few, else as one pack
-(`packwrite.write_objects`). Entries never touched keep their bytes (mode, name).
+(`pack_writer.write_objects`). Entries never touched keep their bytes (mode, name).
 
 A changed path whose name is not UTF-8 raises `NeedsFullScan` (the ignore rules are
 asked through pygit2, which takes str) and the caller falls back to git. Content that
@@ -201,7 +201,7 @@ class IncrementalTree:
         node.leaf, node.delete = leaf, leaf is None
 
     def _lstat(self, parts: list[bytes]) -> os.stat_result | None:
-        """`statscan.lstat_inside`, its ancestor checks remembered for this advance:
+        """`stat_scan.lstat_inside`, its ancestor checks remembered for this advance:
         100 changed files in a few directories asked ~3 lstats each, mostly the same
         directories. The path's own lstat is always fresh."""
         if not self._is_dir(b"/".join(parts[:-1])):

@@ -5,9 +5,9 @@ working tree or an index: the safety and post trees of a rollback, conflict
 resolutions (fileops reads and writes the files; this module only builds trees).
 
 The trees come from libgit2's TreeBuilder: a rollback edits a few paths once, where
-the daemon's hand-written trees (`treebuild`) pay off only at every snapshot's hundreds
+the daemon's hand-written trees (`tree_build`) pay off only at every snapshot's hundreds
 of trees (see its docstring). Only a level whose changed names are not UTF-8 (which
-TreeBuilder cannot take) is written in git's raw format (`gitobjects.tree_bytes`).
+TreeBuilder cannot take) is written in git's raw format (`objects.tree_bytes`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The recovery note a resumed (or compacted) agent session gets back as context.
 
-`gitguard.recovery.resume` (the resume engineer's module) owns the real note: it verifies the
-workspace and settles interrupted calls. This adapter calls it when it is there; until
-then, or when it cannot answer, it builds a minimal note from the ledger alone: the calls
-whose outcome is unknown, the finished calls that must not run again, and what to do.
+`gitguard.recovery.resume` owns the real note: it verifies the workspace and settles
+interrupted calls. This adapter calls it and, when it cannot answer, builds a minimal
+note from the ledger alone: the calls whose outcome is unknown, the finished calls that
+must not run again, and what to do.
 """
 
 from __future__ import annotations

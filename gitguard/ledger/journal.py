@@ -325,7 +325,7 @@ def read_full(store: Store) -> LedgerState:
 
 
 def _apply_tail(state: LedgerState, data: bytes) -> bool:
-    """Fold appended lines into `state` as ledger_fold.fold would. False (state untouched)
+    """Fold appended lines into `state` as fold.fold would. False (state untouched)
     when a line does not decode: the full read then reports it with its line number."""
     decoded = [durable.decode_line(line, fold.loads) for line in data.split(b"\n")[:-1]]
     records = [r for r in decoded if r is not None]
@@ -355,7 +355,7 @@ def _apply_tail(state: LedgerState, data: bytes) -> bool:
 
 
 class _Known(dict[str, ToolLedgerEntry]):
-    """`state`'s calls for ledger_fold.States: the ones in `recent`, else from disk."""
+    """`state`'s calls for fold.States: the ones in `recent`, else from disk."""
 
     def __init__(self, state: LedgerState) -> None:
         super().__init__()
@@ -385,7 +385,7 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
                    actions: Sequence[tuple[RecoveryAction, str, dict[str, Any] | None]] = ()
                    ) -> None:
     """Check transitions, append one event per entry (fsynced), update `state`. Under lock.
-    A call's first event holds its entry; later ones only what changed (ledger_fold).
+    A call's first event holds its entry; later ones only what changed (fold).
     `actions` (action, session id, detail): recovery actions appended after the entries in
     the same durable write (a rollback's finished entry and its action: one fsync)."""
     events: list[dict[str, Any]] = []

@@ -1,7 +1,8 @@
 """Which of an agent's steps completed: the "Last completed step" of the recovery note.
 
-Apart from recovery.py, so the hooks' ledger-only note (integrations/recovery_note.py)
-applies the very same rule when the full resume cannot answer.
+Apart from recovery/resume.py, so the hooks' ledger-only note
+(integrations/session_context.py) applies the very same rule when the full resume
+cannot answer.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The rows have exactly two readers:
   when a row *after C's createdAt* says the user changed it, or that a change was of
   `ambiguous` or `unknown` origin. A call's own `exact`/`window` rows never make a
   conflict: the ledger's FilePatchEntries decide those paths.
-- ownership (attrlog.latest, `status`/`diff`): the newest row of each path.
+- ownership (attribution_log.latest, `status`/`diff`): the newest row of each path.
 
 Rollback targets only checkpoints gc keeps, and gc keeps every checkpoint an open
 conflict or an unfinished call names (retention.choose). So a row can go when it is not
@@ -14,7 +14,7 @@ the newest of its path and either it is no later than the oldest kept checkpoint
 is a call's row of confidence other than ambiguous/unknown. What stays gives every
 rollback the same conflicts and `latest` the same answer
 (tests/retention/test_attribution_pruning.py).
-Rows are kept verbatim, in order; a torn tail stays for attrlog's repair.
+Rows are kept verbatim, in order; a torn tail stays for attribution_log's repair.
 """
 
 from __future__ import annotations

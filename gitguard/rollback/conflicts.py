@@ -5,7 +5,7 @@ touched too. Resolving it: `keep_user` (--keep-user) writes nothing; `apply_agen
 (--take-checkpoint, the source chapter's name kept on disk) writes the
 checkpoint's content (completing the rollback); `manual_merge` removes the agent's
 hunks from the current file and keeps the user's. Both writes go through
-guarded.apply, so the user's version stays in a pre_rollback checkpoint and the
+workspace_writer.apply, so the user's version stays in a pre_rollback checkpoint and the
 resolution itself can be rolled back.
 """
 

@@ -373,7 +373,7 @@ def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
     return plan
 
 
-OWN_STEPS = ("rollback", "resolve")     # the step ids of gitguard's own writes (guarded)
+OWN_STEPS = ("rollback", "resolve")     # the step ids of gitguard's own writes (workspace_writer)
 SKIPPED_FILE = ("over the size cap (untracked_size_cap): no snapshot holds it, so rollback "
                 "leaves it as it is; delete it yourself if the agent made it")
 SKIPPED_DIR = ("in a skipped directory (skip_dirs): no snapshot holds it, so rollback leaves "

@@ -115,7 +115,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     tool_input = {**tool_input, "targets": {s.path: _state_json(s.target) for s in steps}}
     # The input is journaled (fsynced) before the `started` entry names it; a kill before
     # leaves it unnamed, as a killed call's input is. It and the bytes to write are made in
-    # a thread beside the safety checkpoint (writepatch.prepare): the fsyncs overlap. With
+    # a thread beside the safety checkpoint (write_patch.prepare): the fsyncs overlap. With
     # a few steps their patch is cheap and goes with the input (one fsync).
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
     few = len(steps) < fileops.PARALLEL_FROM

@@ -1,4 +1,4 @@
-"""The bytes and the patch of gitguard's own writes (guarded.apply).
+"""The bytes and the patch of gitguard's own writes (workspace_writer.apply).
 
 `prepare` reads the bytes to write and appends the input to the journal in a thread
 beside the safety checkpoint; the patch is rendered while the writes wait on the disk

@@ -97,7 +97,7 @@ class Index:
 
 # The newest rows this process last read per index file, the tally of all of them, their
 # number and how far into the file they reach: the next read decodes only what was
-# appended since. gc replaces the file (a new inode), which tailcache.read_after notices,
+# appended since. gc replaces the file (a new inode), which journal_tail.read_after notices,
 # so the next read is a full one.
 @dataclass
 class _Read:
@@ -217,7 +217,7 @@ def _advance(path: Path, cached: _Read, line: bytes, row: CheckpointIndexRow) ->
             or st.st_size != mark.offset + len(line) or _READ.get(path) is not cached):
         return
     cached.take([row])
-    guard = line[-4096:]        # tailcache's guard: the last line, at most 4 KiB of it
+    guard = line[-4096:]        # journal_tail's guard: the last line, at most 4 KiB of it
     cached.mark = journal_tail.Mark(mark.dev, mark.ino, st.st_size, guard, st.st_size,
                                     st.st_mtime_ns)
 

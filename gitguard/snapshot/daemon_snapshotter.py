@@ -78,7 +78,7 @@ class DaemonSnapshotter(Snapshotter):
 
     def commit(self, tree: str, session_id: str, meta: dict[str, object]) -> str:
         """`Snapshotter.commit` with the commit object written like the trees
-        (`packwrite.write_loose`): the same bytes as libgit2's `create_commit`, without
+        (`pack_writer.write_loose`): the same bytes as libgit2's `create_commit`, without
         its existence checks, pack-directory rescan and temp file, link and unlink.
         The session ref is read and written by hand too (`SessionRefs`), falling back
         to libgit2 wherever git's semantics need more than a loose ref file."""

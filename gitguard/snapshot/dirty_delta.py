@@ -52,7 +52,7 @@ def entry(tree: pygit2.Tree, rel: str) -> tuple[int, str] | None | object:
 
 def changes(repo: pygit2.Repository, old_tree: str, new_tree: str,
             paths: Iterable[str]) -> list[Change] | None:
-    """`treediff.diff_trees(old_tree, new_tree)` when the trees differ only at `paths`.
+    """`tree_diff.diff_trees(old_tree, new_tree)` when the trees differ only at `paths`.
 
     Three lookups per path instead of reading every entry of each directory on the way
     (a 100k-file tree has wide ones). None when a path is not that simple: a directory at
@@ -82,7 +82,7 @@ def changes(repo: pygit2.Repository, old_tree: str, new_tree: str,
 
 def planned_changes(repo: pygit2.Repository, old_tree: str,
                     targets: Mapping[str, FileState | None]) -> list[Change] | None:
-    """`changes(old_tree, treeedit.tree_with(old_tree, targets), targets)` without building
+    """`changes(old_tree, tree_edit.tree_with(old_tree, targets), targets)` without building
     that tree: at a simple path the new side is the target itself. A rollback's patch is
     made from this before the writes, and the post tree (about 300 tree writes at 100k
     files) is built while the writes wait on the disk. None under the same conditions as

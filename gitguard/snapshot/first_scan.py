@@ -10,9 +10,9 @@ none of that: one `git status` runs against the user's index with no optional lo
 - the index's tree is HEAD's tree with the staged entries status reports (porcelain
   v2 gives each one's index mode and blob id: the X column), so no index is parsed;
 - the workspace's tree is that plus the paths status reports against the index,
-  read from disk (`statlag.advance`, the same builder as every later snapshot).
+  read from disk (`stat_tree.advance`, the same builder as every later snapshot).
 
-That is exactly `statlag`'s state, for the user's index: "the state's tree == the
+That is exactly `stat_tree`'s state, for the user's index: "the state's tree == the
 stat index's tree, except at the lag paths", keyed by the user's index's checksum.
 The next scan copies the user's index into the private stat index (`Snapshotter`):
 a byte copy has the same checksum, so the state holds for it, and git builds its
@@ -29,7 +29,7 @@ time on the 2-core bench machine) and the untracked half reads every directory
 untracked cache or fsmonitor (a read-only status uses them when present), or the daemon.
 
 Anything unusual keeps the old way (None): no index or an unborn one with no
-checksum, a merge in progress (unmerged entries), more than `statlag.LAG_MAX`
+checksum, a merge in progress (unmerged entries), more than `stat_tree.LAG_MAX`
 changed paths, content filters, a changed `.gitattributes`, names that are not UTF-8,
 and an index the user's own git replaced while the status ran.
 """
@@ -180,7 +180,7 @@ def _listed(attrs: subprocess.Popen[bytes]) -> list[bytes] | None:
 
 
 def _converting(snap: Snapshotter, listed: list[bytes]) -> tuple[str, ...]:
-    """`treebuild.converting_attributes` of the attribute files the index lists."""
+    """`filters.converting_attributes` of the attribute files the index lists."""
     found = []
     for raw in listed:
         try:

@@ -24,7 +24,7 @@ TYPE_CHECKING = False   # not typing.TYPE_CHECKING: entry.py stays free of `typi
 if TYPE_CHECKING:
     import subprocess
 
-# `Snapshotter._status("--untracked-files=normal")` through `gitcmd.run_git`, flag for flag
+# `Snapshotter._status("--untracked-files=normal")` through `git.commands.run_git`, flag for flag
 # (tests/snapshot/test_prescan.py compares the two outputs, and checks with GIT_TRACE that a CLI
 # resume runs this status once).
 _CONFIG = ("-c", "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false",

@@ -1,12 +1,12 @@
 """Snapshots of the whole workspace as commits under refs/gitguard/sessions/<id>.
 
 Without the daemon, the first snapshot reads the user's index with one read-only
-`git status` and builds its tree in-process (`firstsnap`: no private index yet). Later
+`git status` and builds its tree in-process (`first_scan`: no private index yet). Later
 changed paths come from `git status` run against gitguard's own stat cache (a private
 index file, made at the second scan as a byte copy of the user's index so it re-hashes
 only what is dirty). Only changed paths are re-hashed: each new tree is the previous
-one plus the changed paths, built in-process (`statlag`, with the daemon's
-`treebuild`), and the stat index is updated only when enough paths lag behind (or
+one plus the changed paths, built in-process (`stat_tree`, with the daemon's
+`tree_build`), and the stat index is updated only when enough paths lag behind (or
 `git write-tree` runs when no state holds). The user's `.git/index` is only ever read.
 The stat index also keeps git's untracked cache, so a scan stats unchanged
 directories instead of reading them.
@@ -122,8 +122,8 @@ class Snapshotter(StatScan):
         the call (the user's edit, or a tool that wrote elsewhere after all) is found by
         the next scan, between calls, and is the user's there: the daemon's rule, and
         the safe direction (rollback never reverts a user-owned path). The stat index
-        is not touched, so that next scan still sees every change (`statlag`).
-        A subclass with its own trees (the daemon's) and any case `statlag` leaves to git
+        is not touched, so that next scan still sees every change (`stat_tree`).
+        A subclass with its own trees (the daemon's) and any case `stat_tree` leaves to git
         (no state yet, a declared directory, content filters) take the full scan.
         """
         state = self._lag_state()
@@ -147,9 +147,9 @@ class Snapshotter(StatScan):
                                    bytes_hashed=self._sizes(kept))
 
     def _first_snapshot(self, started: float) -> TreeResult | None:
-        """No stat index yet: one read-only status of the user's index (`firstsnap`)."""
+        """No stat index yet: one read-only status of the user's index (`first_scan`)."""
         from gitguard.snapshot.first_scan import (
-            first_tree,  # it imports treebuild, which imports us
+            first_tree,  # it loads tree_build, which importing the snapshotter does not
         )
 
         first = first_tree(self)
@@ -172,7 +172,7 @@ class Snapshotter(StatScan):
 
     def scan_index(self) -> Path:
         """The index the last tree was scanned against: the private stat index once one
-        exists, the user's own before that (a first snapshot reads it: `firstsnap`)."""
+        exists, the user's own before that (a first snapshot reads it: `first_scan`)."""
         user = self.ws.user_index
         if self.store.stat_index.exists() or user is None or not user.exists():
             return self.store.stat_index
@@ -180,7 +180,7 @@ class Snapshotter(StatScan):
 
     def _lag_state(self) -> stat_tree.LagState | None:
         """The saved state when it goes with the stat index. A first snapshot's state goes
-        with the user's index (`firstsnap`): the stat index is first made here, as its byte
+        with the user's index (`first_scan`): the stat index is first made here, as its byte
         copy, which has the same checksum while the user's index is unchanged."""
         if not self.store.stat_index.exists() and stat_tree.path_of(self.store.root).exists():
             self._seed_stat_cache()
@@ -241,7 +241,7 @@ class Snapshotter(StatScan):
         return str(oid)
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
-        """`git diff-tree -r --no-renames --raw` in-process (`treediff`, the daemon's):
+        """`git diff-tree -r --no-renames --raw` in-process (`tree_diff`, the daemon's):
         O(changed paths), and no process per call end."""
         from gitguard.git.tree_diff import diff_trees
 

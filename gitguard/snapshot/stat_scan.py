@@ -3,8 +3,8 @@
 The stat index is a private index file, seeded from a byte copy of the user's index
 so its first scan re-hashes only what is dirty; it keeps git's untracked cache, so a
 scan stats unchanged directories instead of reading them. The very first snapshot
-scans the user's index itself, read-only (`firstsnap`), and the copy is made at the
-scan after it. The user's `.git/index` is only ever read. (Split out of snapshot.py,
+scans the user's index itself, read-only (`first_scan`), and the copy is made at the
+scan after it. The user's `.git/index` is only ever read. (Split out of snapshotter.py,
 which builds and records the trees.)
 """
 
@@ -25,7 +25,7 @@ from gitguard.workspace import Workspace
 
 # Settings for every git command on the private stat index (never the user's index).
 # index.skipHash=false: `feature.manyFiles` turns skipHash on in git >= 2.40, and an index
-# written without its checksum would send statlag (keyed to that checksum) the slow way
+# written without its checksum would send stat_tree (keyed to that checksum) the slow way
 # at every scan. Older git ignores the unknown key.
 _PRIVATE_INDEX_CONFIG = ("-c", "core.untrackedCache=true", "-c", "index.skipHash=false")
 
@@ -40,12 +40,12 @@ class StatScan:
     store: Store
     ws: Workspace
     settings: Settings
-    # Set while the first snapshot scans against the user's own index (`firstsnap`): git
+    # Set while the first snapshot scans against the user's own index (`first_scan`): git
     # then only reads it (no optional locks, no untracked cache to write) and reports
     # submodules' commits, which that snapshot's tree takes from the index.
     _read_only_index: Path | None = None
     # The untracked directories the last scan's first status collapsed (`?? dir/`), each
-    # listed by a second, narrower status (`statlag.settle` keeps them from staying so).
+    # listed by a second, narrower status (`stat_tree.settle` keeps them from staying so).
     untracked_dirs: tuple[bytes, ...] = ()
 
     def _git(self, args: list[str], stdin: bytes | None = None, write_back: bool = False
@@ -97,7 +97,7 @@ class StatScan:
         v2): v4 prefix-compresses the paths, 11.15 -> 7.81 MB at 100k files, and every
         later scan's `git status` reads (and may rewrite) the whole stat index. The entries
         and their stat data stay as they are, so the lag state of the user's index (a first
-        snapshot's, `statlag`) is re-keyed to the new checksum. git's own write keeps the
+        snapshot's, `stat_tree`) is re-keyed to the new checksum. git's own write keeps the
         racy-clean rule: an entry not older than the copy's (preserved) mtime is smudged."""
         try:
             with open(copy, "rb") as fh:

@@ -4,7 +4,7 @@ stat index lags behind it.
 `git update-index` rewrites the whole stat index (7.8 MB and its SHA-1 at 100k
 files, ~90 ms) and `git write-tree` reads it all again (~100 ms), for a call that
 changed one file. Instead the new tree is the previous one plus the changed paths
-(`treebuild.IncrementalTree`, the daemon's builder, same rules as the scan), and the
+(`tree_build.IncrementalTree`, the daemon's builder, same rules as the scan), and the
 stat index is left behind at those paths: they are the *lag*. What holds:
 
     the state's tree == the stat index's tree, except at the lag paths.
@@ -24,7 +24,7 @@ state whose checksum still matches stays true (the index did not change since, a
 the lag it names is still where the index may differ), so a lost write only costs a
 git write-tree later.
 
-Content git converts on the way in (attributes, autocrlf: `treebuild.needs_git_filters`),
+Content git converts on the way in (attributes, autocrlf: `filters.needs_git_filters`),
 a changed `.gitattributes`, a name that is not UTF-8, a nested repository and a
 workspace outside git keep the git way throughout.
 """
@@ -143,7 +143,7 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
             skipped: Iterable[str], stat_index: Path | None = None) -> TreeResult | None:
     """The state's tree plus `paths` (and the lag), saved as the new state; None when the
     git way must build it (then nothing was saved). `stat_index`: the index the state goes
-    with when it is not the private one (the user's, at a first snapshot: `firstsnap`)."""
+    with when it is not the private one (the user's, at a first snapshot: `first_scan`)."""
     index = stat_index if stat_index is not None else snap.store.stat_index
     from gitguard.git.objects import TreeResult, file_at
     from gitguard.git.tree_build import NeedsFullScan, needs_git_filters
@@ -206,7 +206,7 @@ def settle(snap: Snapshotter, before: LagState, dirs: Iterable[bytes]) -> int:
 
     The entries are the tree's own (mode and id, `update-index --index-info`, no stat
     data): the index then equals the tree there by construction, so they leave the lag
-    (statlag's invariant holds), and git's next status re-hashes each once (zero stat
+    (stat_tree's invariant holds), and git's next status re-hashes each once (zero stat
     data never matches) and keeps their stat data. One index write, no re-hash, no
     write-tree. Killed after it, the state goes with the old checksum: the git way.
     How many paths it settled (0: nothing written)."""

@@ -114,7 +114,7 @@ def write_then_name(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     """Write `path` in place and make it and its directory entry durable: for a file that
     only a later durable record names, with its checksum (a checkpoint file and its index
     row). Until that record exists a torn or half-written file is an unnamed one, which no
-    reader takes (recovery_scan sets such files aside), so atomic_write's temp file and
+    reader takes (recovery.scan sets such files aside), so atomic_write's temp file and
     rename buy nothing here. Nothing may name the file before this returns.
 
     The two fsyncs run concurrently, the file's here and its directory's on a

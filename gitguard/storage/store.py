@@ -41,7 +41,7 @@ class Store:
         self.meta_path = self.root / "store.json"
         self.baselines_path = self.root / "baselines.jsonl"     # what the git hooks record
         # Not among `journals` (repaired under every lock): it grows with every changed
-        # path, so its writer repairs it alone (attrlog.append).
+        # path, so its writer repairs it alone (attribution_log.append).
         self.attribution_path = self.root / "attribution.jsonl"
         self.lock = durable.StoreLock(self.root / "lock")
         # False for a long-lived process (the daemon): a store deleted under it (its

@@ -50,7 +50,7 @@ def setup_begin(guard: Guard, repo: Path) -> dict[str, str]:
 
 
 def setup_begin_shared(guard: Guard, repo: Path) -> dict[str, str]:
-    """call_1 ended and nothing changed since: call_2's pre is call_1's post (sharedpre)."""
+    """call_1 ended and nothing changed since: call_2's pre is call_1's post (shared_checkpoint)."""
     guard.start_session("s1")
     with guard.tool_call("Write", {"file_path": "a.txt"}, writes=["a.txt"]):
         (repo / "a.txt").write_text("agent\n")
@@ -342,7 +342,7 @@ def test_kill_at_fault_point(scratch: Path, point: str, scenario: str,
     git(repo, "fsck", "--no-progress", "--strict")
 
 
-# A snapshot written as a pack (packwrite: the daemon's incremental trees). No CLI verb
+# A snapshot written as a pack (pack_writer: the daemon's incremental trees). No CLI verb
 # takes this path in-process, so a small script does what the daemon does.
 PACK_SCRIPT = """
 import os, sys

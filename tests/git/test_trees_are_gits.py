@@ -1,4 +1,4 @@
-"""Trees written in Python (treebuild: raw bytes, hashlib ids) are git's own: the same
+"""Trees written in Python (tree_build: raw bytes, hashlib ids) are git's own: the same
 bytes, the same ids, git's entry order, and a run of advances equals a full scan."""
 
 from __future__ import annotations

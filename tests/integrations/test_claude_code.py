@@ -156,7 +156,7 @@ def test_codex_events_have_the_same_shape(repo: Path) -> None:
 
 def test_the_recovery_module_is_used_when_it_answers(repo: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The resume engineer's gitguard.recovery.resume gives the note; a failing one falls back."""
+    """gitguard.recovery.resume gives the note; a failing one falls back."""
     guard = Guard.open(repo)
     claude_code.handle(guard, payload("claude_code/pre_tool_use_bash.json", repo))
     asked: list[str | None] = []

@@ -2,7 +2,7 @@
 every rollback to a kept checkpoint plans the same steps and conflicts as before gc, the
 newest row of each path (what `status` reads) stays, and a user edit stays protected.
 
-The rows are written with attrlog.append, the daemon's own writer, as its watcher would
+The rows are written with attribution_log.append, the daemon's own writer, as its watcher would
 write them: a running daemon would add nothing but timing to what is tested here."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The shortcuts rollback takes at scale compute exactly what the plain way computes.
 
-`treeedit.tree_with` skips changes the base tree already holds; the reference
+`tree_edit.tree_with` skips changes the base tree already holds; the reference
 `_tree_with` applies every change. Both must give the same tree for any base and
 any set of changes, including a file taking a directory's place and back.
 `dirty_delta.derive` must give what `git diff-tree` against HEAD gives, whenever it
@@ -66,7 +66,7 @@ def test_tree_with_skipping_held_changes_equals_applying_all(
 def test_changes_at_written_paths_equal_the_tree_diff(
         tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
         edit: dict[str, tuple[bytes, int] | None]) -> None:
-    """The rollback patch's change list from lookups equals treediff's wherever it answers."""
+    """The rollback patch's change list from lookups equals tree_diff's wherever it answers."""
     repo_dir = tmp_path / "objects.git"
     repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
             else pygit2.init_repository(str(repo_dir), bare=True))
@@ -88,7 +88,7 @@ def test_planned_changes_without_the_new_tree_equal_the_tree_diff(
         tmp_path: Path, base_steps: list[dict[str, tuple[bytes, int] | None]],
         edit: dict[str, tuple[bytes, int] | None]) -> None:
     """The rollback patch's change list made before the post tree exists (the targets as
-    the new side) equals treediff's of the tree built from them, wherever it answers; it
+    the new side) equals tree_diff's of the tree built from them, wherever it answers; it
     answers wherever the lookups in both trees do."""
     repo_dir = tmp_path / "objects.git"
     repo = (pygit2.Repository(str(repo_dir)) if repo_dir.exists()
@@ -199,7 +199,7 @@ def test_rollback_patch_without_pathspec_equals_the_one_limited_to_written_paths
         post = guard.snap.tree_of(rows.find(entry.post_checkpoint_id or "").snapshot_commit)
         limited = guard.snap.patch(pre, post, [s.path for s in result.applied.done])
         stored = guard.store.read_artifact(entry.file_patches[0].patch_ref)
-        # Made in-process (patchtext): the same files and headers as git's own; binary
+        # Made in-process (patch_text): the same files and headers as git's own; binary
         # literals may differ in zlib level only, so git itself checks that it reverses.
         def headers(patch: bytes) -> list[bytes]:
             return [ln for ln in patch.splitlines() if ln.startswith((b"diff --git", b"index "))]

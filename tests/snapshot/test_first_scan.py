@@ -1,4 +1,4 @@
-"""The first snapshot read against the user's index (firstsnap) equals the old way's tree:
+"""The first snapshot read against the user's index (first_scan) equals the old way's tree:
 a byte copy of the user's index, `git add -A`, `git write-tree`. The user's index (bytes
 and mtime) never changes, no private stat index is made until the next scan, and every
 later scan still sees every change, including the user's own `git add` and commits."""

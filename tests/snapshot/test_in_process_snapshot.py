@@ -1,4 +1,4 @@
-"""No-daemon snapshots built in-process (`statlag`): the tree is the last one plus the
+"""No-daemon snapshots built in-process (`stat_tree`): the tree is the last one plus the
 changed paths, the stat index lags behind it, and a declared-only call's end snapshot
 looks at its declared paths only. Each fast tree must equal what the slow way gives
 (a throwaway index, `git add -A`, `git write-tree`), and what the end snapshot leaves

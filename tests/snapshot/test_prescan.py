@@ -23,7 +23,7 @@ def guard() -> Iterator[Guard]:
     root = scratch_root()
     made = Guard.init(make_repo(root / "repo"))
     made.start_session("s1")
-    made.snap.write_tree()      # the first snapshot reads the user's index (firstsnap)
+    made.snap.write_tree()      # the first snapshot reads the user's index (first_scan)
     made.snap.write_tree()      # the stat index a scan leaves (the early status needs it)
     yield made
     prescan.drop()

@@ -113,7 +113,7 @@ def test_scans_after_a_mix_of_changes_equal_add_all(repo: Path, tmp_path: Path) 
 def test_a_stat_index_changed_behind_its_back_is_not_trusted(repo: Path) -> None:
     """The remembered tree belongs to one exact index: another writer invalidates it."""
     guard = Guard.init(repo)
-    guard.snap.write_tree()         # the first reads the user's index (firstsnap)
+    guard.snap.write_tree()         # the first reads the user's index (first_scan)
     first = guard.snap.write_tree()     # the second makes the private stat index
     assert guard.store.stat_index.exists()
     (repo / "extra.txt").write_text("extra\n")

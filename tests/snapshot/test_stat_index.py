@@ -1,6 +1,6 @@
 """The private stat index: made at the second scan as a copy of the user's index rewritten
 as v4 (`StatScan._seed_as_v4`), with the first snapshot's lag state re-keyed to it; and the
-lag paths that keep a directory untracked there put into it (`statlag.settle`)."""
+lag paths that keep a directory untracked there put into it (`stat_tree.settle`)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_the_second_scan_makes_a_v4_copy_the_first_state_still_holds_for(
     assert state.lag == {p for p in first_state.lag if not p.startswith(b"new/")} \
         | {b"src/app.py"}
     # ... and what it holds is what the git way computes: the same tree, and the stat
-    # index's tree with the lag flushed is that tree (statlag's invariant).
+    # index's tree with the lag flushed is that tree (stat_tree's invariant).
     assert again.tree == copy_add_all_tree(repo, tmp_path, again.skipped)
     assert _tree_of_index_plus(repo, stat_index, tmp_path, state.lag) == again.tree
     # The re-keyed state right after the conversion said the same of the same entries.

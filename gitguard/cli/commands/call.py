@@ -23,7 +23,7 @@ F = Callable[..., Any]
 
 
 def _params(table: tuple[Option, ...]) -> Callable[[F], F]:
-    """The click parameters of one of callcli's tables, in the table's order."""
+    """The click parameters of one of call_parser's tables, in the table's order."""
     def decorate(fn: F) -> F:
         for option in reversed(table):      # decorators apply bottom-up
             fn = _param(option)(fn)
