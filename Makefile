@@ -51,7 +51,7 @@ $(E2E_STAMP): e2e/package.json e2e/package-lock.json
 	touch $(E2E_STAMP)
 
 # Real Claude Code and Codex runs against a scripted model on 127.0.0.1 (not part of `make test`).
-# GITGUARD_E2E_CAPTURE=fixtures also rewrites fixtures/claude_code and fixtures/codex.
+# GITGUARD_E2E_CAPTURE=1 also rewrites fixtures/claude_code and fixtures/codex.
 e2e: $(STAMP) $(E2E_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -c e2e/pytest.ini e2e
 
