@@ -74,7 +74,7 @@ def _long_run(repo: Path) -> Any:
 
 def _forget() -> None:
     """Drop what this process remembers of earlier reads (gitguard.storage.journal_tail marks)."""
-    for name in ("ledger", "checkpoints"):
+    for name in ("ledger.journal", "snapshot.checkpoints"):
         forget = getattr(_module(name), "forget", None)
         if forget is not None:
             forget()
