@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -62,6 +63,7 @@ BACKOFF_S = 5.0             # after failed idle work (store locked for long, dis
 SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause this long
 SYNC_MAX_S = 1.0            # or at the latest this long after the first unsynced row
 RESTORE_MAX_S = 300.0       # a restore that never says it ended stops being exempt
+PACKER_JOIN_S = 60.0        # shutdown waits this long for a pack being written
 
 
 class DaemonGuard(Guard):
@@ -136,6 +138,7 @@ class Daemon:
         self.request_stats = RequestStats()
         self.last_pack_check = 0.0
         self.calls_since_pack = 0
+        self.packer: threading.Thread | None = None
         self.backoff_until = 0.0
         self._mine_memo: dict[str, tuple[tuple[str, str] | None, bool]] = {}
 
@@ -180,10 +183,7 @@ class Daemon:
             if since is not None and time.monotonic() - since >= SYNC_MAX_S:
                 self.idle()     # calls back to back: a batch of rows, fsynced once
             if self.calls_since_pack >= PACK_EVERY:
-                try:
-                    self.pack()
-                except Exception:  # noqa: BLE001 - housekeeping; idle retries later
-                    self.log.exception("pack check failed")
+                self.pack()
         else:
             engine.absorb(item)
 
@@ -220,20 +220,46 @@ class Daemon:
             self.log.exception("idle work failed; retrying in %.0f s", BACKOFF_S)
             self.backoff_until = time.monotonic() + BACKOFF_S
 
-    def pack(self) -> dict[str, Any]:
-        """The cheap check of `call end`, from the idle loop: pack once enough is loose."""
-        return self._pack(force=False)
-
-    def pack_now(self) -> dict[str, Any]:
-        return self._pack(force=True)
-
-    def _pack(self, force: bool) -> dict[str, Any]:
+    def pack(self) -> None:
+        """The cheap check of `call end`, on a thread of its own: pack once enough is loose.
+        git writes the pack without the store lock (packing.pack_gitguard_objects), so the
+        calls go on meanwhile."""
         self.last_pack_check = time.monotonic()
         self.calls_since_pack = 0
-        store = self.guard.store
-        with store.writing():
-            stats = (packing.pack_gitguard_objects(store) if force else
-                     packing.maybe_pack(store, pygit2.Repository(str(self.ws.git_dir))))
+        if self.packer is not None and self.packer.is_alive():
+            return
+        self.packer = threading.Thread(target=self._pack_logged, name="gitguard-pack",
+                                       daemon=True)
+        self.packer.start()
+
+    def _pack_logged(self) -> None:
+        try:
+            stats = self._pack(force=False)
+        except Exception:  # noqa: BLE001 - housekeeping: the next check tries again
+            self.log.exception("packing failed")
+            return
+        if stats.get("mergedPacks"):
+            # libgit2 keeps every pack it opened mapped, deleted ones too: their disk space
+            # and pages stay held until the repository lets go (it reopens what it needs).
+            self.sink.put(Job(self.engine.repo.free))
+
+    def pack_now(self) -> dict[str, Any]:
+        self._wait_for_packer()
+        stats = self._pack(force=True)
+        self.engine.repo.free()     # on the worker thread already (see _pack_logged)
+        return stats
+
+    def _wait_for_packer(self) -> None:
+        if self.packer is not None:
+            self.packer.join(PACKER_JOIN_S)
+
+    def _pack(self, force: bool) -> dict[str, Any]:
+        # A Store of its own: its own flock, which the worker's calls wait for only while
+        # packs.json changes (a lock held by the same Store object is re-entrant).
+        store = Store(self.ws, self.guard.settings)
+        store.create_missing = False
+        stats = (packing.pack_gitguard_objects(store) if force else
+                 packing.maybe_pack(store, pygit2.Repository(str(self.ws.git_dir))))
         if stats is not None and stats.objects:
             self.log.info("packed %d gitguard object(s) (%d loose before)", stats.objects,
                           stats.loose_before)
@@ -247,6 +273,7 @@ class Daemon:
             while self.server.busy() or self.engine.deferred:
                 self.step(0.05)
             self.server.stop()
+        self._wait_for_packer()
         if self.abandoned:
             self.source.stop()
         else:

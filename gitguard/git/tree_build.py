@@ -336,6 +336,11 @@ class IncrementalTree:
         oid = object_id(_TREE_T, data)
         if oid != old:
             self._new[oid] = (_TREE_T, data)
+            # The next advance starts from the new tree: the old version of this directory
+            # is not read again (it is from the odb if it is), and kept it would make the
+            # cache grow by a few trees per call until CACHED_TREES clears it all.
+            if old is not None:
+                self._parsed.pop(old, None)
         self._parsed[oid] = new
         return oid
 

@@ -6,9 +6,10 @@ is bounded (issue #21 item 8: flat memory and per-call time as history grows):
 
 * `recent`: every call not yet finished (planned, approved, started, uncertain: the only
   ones an event can still change) and the newest WINDOW others, as entries;
-* `runs`: per callId, its first seq, status and replay policy (a small tuple), and
+* `runs`: per callId, its first seq, status and replay policy packed in one int, and
   `by_run`, run_key's hash -> callIds: what the replay guard and the "is this callId
-  taken" check need for every call ever made, without its entry;
+  taken" check need for every call ever made, without its entry (~200 bytes a call, the
+  callId string included: 4 MB over 20,000 calls);
 * the seq, the torn tail and the recovery actions.
 
 Anything else is read from disk on the rare request that needs it: `entries`, `order`,
@@ -21,17 +22,23 @@ ledger file stays the only truth; what is kept in memory is what a fold of it gi
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from gitguard import clock, faults
 from gitguard.errors import IllegalTransition, UnknownId
 from gitguard.ledger import fold, segment
 from gitguard.ledger.replay import effective_policy
-from gitguard.models import TERMINAL, LedgerEvent, RecoveryAction, ReplayPolicy, ToolLedgerEntry
+from gitguard.models import (
+    TERMINAL,
+    LedgerEvent,
+    RecoveryAction,
+    ReplayPolicy,
+    Status,
+    ToolLedgerEntry,
+)
 from gitguard.storage import durable, journal_tail
 from gitguard.storage.store import Store
 
@@ -75,13 +82,26 @@ def _key_hash(key: RunKey) -> int:
 class Run(NamedTuple):
     """What the replay guard needs of a call, kept for every call (its entry may not be)."""
     seq: int                    # its first event's seq
-    status: str
+    status: Status
     policy: ReplayPolicy        # its replay policy for a repeat that asks for "auto"
 
 
-def _run(seq: int, entry: ToolLedgerEntry) -> Run:
-    # Interned: a few distinct strings shared by every Run, not one object per call.
-    return Run(seq, sys.intern(entry.status), effective_policy(entry, "auto"))
+# A Run is kept packed: seq << 5 | status << 2 | policy, one int (32 bytes) instead of a
+# tuple and its seq (~100 bytes), for every call of a session.
+_STATUSES: tuple[Status, ...] = get_args(Status)
+_POLICIES: tuple[ReplayPolicy, ...] = get_args(ReplayPolicy)
+_STATUS_CODE = {status: code for code, status in enumerate(_STATUSES)}
+_POLICY_CODE = {policy: code for code, policy in enumerate(_POLICIES)}
+_SEQ_SHIFT = 5
+
+
+def _packed_run(seq: int, entry: ToolLedgerEntry) -> int:
+    return (seq << _SEQ_SHIFT | _STATUS_CODE[entry.status] << 2
+            | _POLICY_CODE[effective_policy(entry, "auto")])
+
+
+def _unpacked(packed: int) -> Run:
+    return Run(packed >> _SEQ_SHIFT, _STATUSES[packed >> 2 & 7], _POLICIES[packed & 3])
 
 
 @dataclass
@@ -96,10 +116,10 @@ class Whole:
 @dataclass
 class LedgerState:
     recent: dict[str, ToolLedgerEntry] = field(default_factory=dict)  # see the docstring
-    # callId -> Run of every call. Shared by the copies of one cached fold and only ever
+    # callId -> packed Run of every call. Shared by the copies of one cached fold and only ever
     # added to or updated to a newer status (by whoever folds or appends a line first):
     # a state sees the calls whose first seq is within its own last_seq.
-    runs: dict[str, Run] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
     calls: int = 0                              # callIds within last_seq
     actions: list[LedgerEvent] = field(default_factory=list)
     last_seq: int = 0
@@ -107,9 +127,10 @@ class LedgerState:
     # The newest finished_at of the finished calls left out of `recent` ("\uffff" when
     # one had none): a call that began after it overlaps none of them.
     dropped_until: str = ""
-    # hash of run_key -> callIds in ledger order (shared like `runs`); None: built on
-    # first use (a process that never checks a replay never builds it).
-    by_run: dict[int, tuple[str, ...]] | None = None
+    # hash of run_key -> its callId, or its callIds in ledger order when several (shared
+    # like `runs`, the same str objects as its keys); None: built on first use (a process
+    # that never checks a replay never builds it).
+    by_run: dict[int, str | tuple[str, ...]] | None = None
     ledger_path: Path | None = None
     whole: Whole | None = field(default=None, compare=False, repr=False)
     # The cached fold this state is a copy of (ledger.read): an index built here is handed
@@ -119,7 +140,12 @@ class LedgerState:
     # --- the calls the hot path looks at ----------------------------------------------
     def known(self, call_id: str) -> bool:
         run = self.runs.get(call_id)
-        return run is not None and run.seq <= self.last_seq
+        return run is not None and run >> _SEQ_SHIFT <= self.last_seq
+
+    def run(self, call_id: str) -> Run | None:
+        """What the replay guard knows of a call (every call has one; its entry may be on
+        disk only)."""
+        return _unpacked(self.runs[call_id]) if self.known(call_id) else None
 
     def lookup(self, call_id: str) -> ToolLedgerEntry | None:
         found = self.recent.get(call_id)
@@ -175,17 +201,24 @@ class LedgerState:
         """(callId, Run) of the calls with this run_key, in ledger order."""
         if self.by_run is None:
             runs: dict[int, list[str]] = {}
+            # The callIds as `runs` holds them: one str object per call, not two. `runs`
+            # lists calls in ledger order too, and may go on past this state's last_seq.
+            kept = iter(self.runs)
             for entry in self.in_order():
-                runs.setdefault(_key_hash(run_key(entry)), []).append(
-                    sys.intern(entry.call_id))
-            self.by_run = {found: tuple(ids) for found, ids in runs.items()}
+                call_id = next(kept, entry.call_id)
+                if call_id != entry.call_id:
+                    call_id = entry.call_id
+                runs.setdefault(_key_hash(run_key(entry)), []).append(call_id)
+            self.by_run = {found: calls[0] if len(calls) == 1 else tuple(calls)
+                           for found, calls in runs.items()}
             source = self.source
             if source is not None and source.by_run is None and source.last_seq == self.last_seq:
                 source.by_run = self.by_run       # the same fold: nothing appended since
         found = []
-        for call_id in self.by_run.get(_key_hash(key), ()):
-            run = self.runs.get(call_id)
-            if run is not None and run.seq <= self.last_seq:
+        ids = self.by_run.get(_key_hash(key), ())
+        for call_id in (ids,) if isinstance(ids, str) else ids:
+            run = self.run(call_id)
+            if run is not None:
                 found.append((call_id, run))
         return found
 
@@ -202,15 +235,14 @@ class LedgerState:
             seq = first.get(call_id)
             known = self.runs.get(call_id)
             if seq is None and known is not None:
-                seq = known.seq
+                seq = known >> _SEQ_SHIFT
             if seq is None:     # an update of a call this state does not have: impossible
                 raise KeyError(call_id)
-            call_id = sys.intern(call_id)
             if call_id in first:
                 self.calls += 1
             if self.by_run is not None:
                 self._index(call_id, entry, new=call_id in first)
-            self.runs[call_id] = _run(seq, entry)
+            self.runs[call_id] = _packed_run(seq, entry)
             self.recent[call_id] = entry
             if self.whole is not None:
                 if call_id in first:
@@ -223,12 +255,13 @@ class LedgerState:
         assert self.by_run is not None
         key = _key_hash(run_key(entry))
         ids = self.by_run.get(key, ())
-        if call_id in ids:
+        if (call_id == ids) if isinstance(ids, str) else (call_id in ids):
             return          # indexed already (an update; or another copy of this fold)
         if not new:
             self.by_run = None      # its key changed (never seen in practice): rebuild
             return
-        self.by_run[key] = (*ids, call_id)
+        self.by_run[key] = call_id if not ids else (
+            (ids, call_id) if isinstance(ids, str) else (*ids, call_id))
 
     def _trim(self) -> None:
         over = len(self.recent) - WINDOW
@@ -264,7 +297,7 @@ def _read_whole(state: LedgerState) -> Whole:
     moment later would."""
     if state.ledger_path is None:       # a state made in memory, not read
         return Whole(dict(state.recent), list(state.recent),
-                     {c: state.runs[c].seq for c in state.recent})
+                     {c: state.runs[c] >> _SEQ_SHIFT for c in state.recent})
     raw, _st = journal_tail.read_full(state.ledger_path)
     whole = segment.stream(state.ledger_path, raw)
     folded = fold.fold(state.ledger_path, whole) if whole else fold.Fold()

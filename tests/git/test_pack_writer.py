@@ -7,11 +7,14 @@ import hashlib
 import logging
 import os
 import subprocess
+import threading
 from pathlib import Path
+from typing import Any
 
 import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest import MonkeyPatch
 
 from gitguard.api import Guard
 from gitguard.git import pack_writer, packing
@@ -216,6 +219,60 @@ def test_maybe_pack_merges_once_our_packs_are_many(repo: Path) -> None:
     assert stats is not None and stats.merged_packs >= packing.MAX_OWN_PACKS + 1
     assert len(packing.own_packs(guard.store)) == 1
     readable(repo, [o for t in trees for o in every_object(repo, t)])
+
+
+def test_a_merge_folds_the_small_packs_and_leaves_a_big_one(repo: Path) -> None:
+    """Geometric merging (packing.to_merge): the packs that break "each at least twice the
+    next smaller" are merged; a pack far bigger than all of them is not rewritten."""
+    guard, inc = start(repo)
+    trees = []
+    for n, count in enumerate((400, 30, 30)):
+        tree = inc.advance([os.fsencode(p) for p in spread(repo, count, f"g{n}")]).tree
+        guard.snap.commit(tree, "s1", {"kind": "test"})
+        trees.append(tree)
+    pack_dir = repo / ".git" / "objects" / "pack"
+    big, *small = [p["name"] for p in packing.own_packs(guard.store)]
+    assert len(small) == 2
+    assert packing.to_merge(pack_dir, packing.own_packs(guard.store)) != []
+    stats = packing.pack_gitguard_objects(guard.store)
+    after = [p["name"] for p in packing.own_packs(guard.store)]
+    assert big in after and not set(small) & set(after)
+    assert len(after) == 2 and stats.merged_packs >= 2
+    assert packing.to_merge(pack_dir, packing.own_packs(guard.store)) == []
+    readable(repo, [o for t in trees for o in every_object(repo, t)])
+    git(repo, "fsck", "--strict", "--no-progress")
+
+
+def test_calls_go_on_while_git_writes_a_pack(repo: Path, monkeypatch: MonkeyPatch) -> None:
+    """The daemon packs on a thread of its own: while git writes the pack, the store lock
+    is free, so a call begins and ends (the lock waits 30 s, then fails the call)."""
+    guard, inc = start(repo)
+    tree = inc.advance([os.fsencode(p) for p in spread(repo, 30, "loose")]).tree
+    guard.snap.commit(tree, "s1", {"kind": "test"})
+    writing, release = threading.Event(), threading.Event()
+    real = packing._write_pack
+
+    def held_open(*args: Any, **kwargs: Any) -> str | None:
+        writing.set()
+        release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(packing, "_write_pack", held_open)
+    packer = threading.Thread(target=packing.pack_gitguard_objects,
+                              args=(Store(guard.ws, guard.settings),))
+    packer.start()
+    try:
+        assert writing.wait(60)
+        entry = guard.begin_call("Write", {"file_path": "during.txt"}, writes=["during.txt"])
+        (repo / "during.txt").write_text("written while packing\n")
+        ended = guard.end_call(entry.call_id)
+    finally:
+        release.set()
+        packer.join(60)
+    assert ended.status == "succeeded"
+    assert [p.path for p in ended.file_patches] == ["during.txt"]
+    readable(repo, every_object(repo, tree))
+    git(repo, "fsck", "--strict", "--no-progress")
 
 
 def test_past_the_pack_limit_a_snapshot_goes_loose(repo: Path) -> None:

@@ -139,3 +139,16 @@ def test_a_call_whose_key_changes_is_reindexed(store: Store) -> None:
     assert_index_is_the_walk(journal.read(store))
     journal.forget()
     assert_index_is_the_walk(journal.read(store))
+
+
+def test_a_call_id_inside_another_is_indexed_as_its_own(store: Store) -> None:
+    """The index keeps a key's only callId as a plain str: "call_1" must not be taken as
+    indexed because it is a substring of "call_12"."""
+    same = entry(0)
+    with store.writing():
+        state = journal.read(store)
+        journal.append_entries(store, state, [same.model_copy(update={"call_id": "call_12"})])
+        assert [c for c, _ in state.runs_by_key(journal.run_key(same))] == ["call_12"]
+        journal.append_entries(store, state, [same.model_copy(update={"call_id": "call_1"})])
+        assert [c for c, _ in state.runs_by_key(journal.run_key(same))] == ["call_12", "call_1"]
+    assert_index_is_the_walk(journal.read(store))

@@ -57,7 +57,7 @@ def fresh_fold(store: Store) -> dict[str, Any]:
         return {"entries": {c: e.to_json() for c, e in state.entries.items()},
                 "order": list(state.order), "first": dict(state.first_seq),
                 "last": state.last_seq, "calls": state.calls,
-                "runs": {c: tuple(r) for c, r in state.runs.items()}}
+                "runs": {c: state.run(c) for c in state.runs}}
     finally:
         journal._FOLDED.clear()
         journal._FOLDED.update(saved)
@@ -68,7 +68,7 @@ def kept_view(state: journal.LedgerState) -> dict[str, Any]:
     return {"entries": {c: e.to_json() for c, e in state.entries.items()},
             "order": list(state.order), "first": dict(state.first_seq),
             "last": state.last_seq, "calls": state.calls,
-            "runs": {c: tuple(r) for c, r in state.runs.items()}}
+            "runs": {c: state.run(c) for c in state.runs}}
 
 
 def test_an_old_open_call_ends_and_old_calls_are_found(repo: Path) -> None:
