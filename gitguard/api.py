@@ -92,6 +92,10 @@ class Status:
 
 
 class Guard:
+    # Without a daemon nobody else packs: `call end` keeps loose objects under git's
+    # auto-gc bar itself (DaemonGuard packs in the background instead).
+    packs_in_background = False
+
     def __init__(self, ws: Workspace, settings: Settings | None = None) -> None:
         self.ws = ws
         self.settings = settings or load(ws.root)

@@ -3,7 +3,7 @@
 A function-local import still ties two modules together at run time; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. `make check` runs this file, so a
 cycle fails the build before review (tests/test_no_patches.py checks for stand-in
-modules and compiler calls).
+modules and compiler calls). It also keeps the `Guard` facade out of the layers below it.
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def imported(path: Path, modules: set[str], name: str | None = None) -> set[str]:
+def imported(path: Path, modules: set[str], name: str | None = None, *,
+             type_checking: bool = False) -> set[str]:
     """The package modules `path` (module `name`) imports at run time, module-level or
-    local."""
+    local; with `type_checking`, those under `if TYPE_CHECKING:` too."""
     name = name or module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
-    for node in _run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree) if type_checking else _run_time_nodes(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -141,6 +143,28 @@ def test_the_package_has_no_import_cycle() -> None:
         f"  {len(c)} modules: {_cycle_path(edges, c)}" for c in found)
 
 
+# Only the layers the architecture draws above the `Guard` facade may name it, even for
+# the type checker: the package root (`from gitguard import Guard`, loaded lazily), the
+# CLI and the daemon (they open a Guard per command line; the daemon's DaemonGuard is
+# one), the integrations (a hook in a fresh process opens one, and the handlers drive its
+# sessions, calls and checkpoints as an agent runtime would) and the demo. Everything
+# below takes a `gitguard.guard_context.GuardContext` instead.
+ABOVE_API = ("gitguard.cli", "gitguard.daemon", "gitguard.integrations", "gitguard.demo")
+
+
+def _may_import_api(module: str) -> bool:
+    return module in ("gitguard", "gitguard.api") or ".".join(module.split(".")[:2]) in ABOVE_API
+
+
+def test_only_the_layers_above_the_facade_import_it() -> None:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    below = [module_name(p) for p in paths if not _may_import_api(module_name(p))
+             and "gitguard.api" in imported(p, modules, type_checking=True)]
+    assert not below, ("gitguard.api imported below the facade (TYPE_CHECKING imports "
+                       "count); take a GuardContext instead:\n  " + "\n  ".join(below))
+
+
 def test_the_graph_sees_local_imports_and_skips_type_checking(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("from typing import TYPE_CHECKING\n"
@@ -148,4 +172,6 @@ def test_the_graph_sees_local_imports_and_skips_type_checking(tmp_path: Path) ->
                       "def f():\n    from gitguard import errors\n")
     assert imported(source, {"gitguard", "gitguard.api", "gitguard.errors"}, "m") == {
         "gitguard.errors"}
+    assert imported(source, {"gitguard", "gitguard.api", "gitguard.errors"}, "m",
+                    type_checking=True) == {"gitguard.api", "gitguard.errors"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

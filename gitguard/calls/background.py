@@ -25,7 +25,7 @@ from gitguard.storage import durable
 from gitguard.storage.store import Store
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 JOURNAL = "background.jsonl"
 OUTPUT_TOOLS = frozenset({"TaskOutput", "BashOutput", "BashOutputTool"})
@@ -134,7 +134,7 @@ def call_ids(store: Store) -> frozenset[str]:
                      if r.get("event") == "started" and "callId" in r)
 
 
-def end_task(guard: Guard, ended: Ended) -> bool:
+def end_task(guard: GuardContext, ended: Ended) -> bool:
     """End the call of a background task that has ended; False when none is open."""
     from gitguard.ledger import journal
 
@@ -148,7 +148,7 @@ def end_task(guard: Guard, ended: Ended) -> bool:
     return True
 
 
-def settle_at_stop(guard: Guard, session_id: str | None, payload: Mapping[str, Any]) -> None:
+def settle_at_stop(guard: GuardContext, session_id: str | None, payload: Mapping[str, Any]) -> None:
     """At Stop: the session's tasks no longer in flight have ended."""
     running = still_running(payload)
     for task_id, (_call, session) in open_tasks(guard.store).items():

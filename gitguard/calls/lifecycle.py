@@ -20,7 +20,7 @@ from gitguard.storage import durable, trace_log
 from gitguard.workspace import safe_relpath
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 PATCH_NAME = "patch_{}.diff"
 SUMMARY_KEYS = ("command", "cmd", "file_path", "path", "notebook_path", "pattern", "url", "query")
@@ -68,7 +68,7 @@ def _replay_check(state: journal.LedgerState, lineage: Sequence[str], tool: str,
                               "(the override is recorded in the ledger)")
 
 
-def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str,
+def _replay_key(g: GuardContext, tool: str, tool_input: Mapping[str, Any], digest: str,
                 writes: Sequence[str]) -> str | None:
     """The call's replay identity where the state it acts on is part of it (replay_state)."""
     from gitguard.calls import replay_state
@@ -79,7 +79,7 @@ def _replay_key(g: Guard, tool: str, tool_input: Mapping[str, Any], digest: str,
                                    tools.declared_replay_key(g.settings, tool), writes)
 
 
-def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
+def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
           call_id: str | None = None, writes: Sequence[str] = (),
           idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
           risk: RiskLevel | None = None, side_effects: Sequence[str] = (),
@@ -164,7 +164,7 @@ def begin(g: Guard, tool: str, tool_input: Mapping[str, Any], *, step_id: str | 
     return started
 
 
-def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
+def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None = None
         ) -> ToolLedgerEntry:
     if status not in ("succeeded", "failed"):
         raise GitguardError(f"a call ends succeeded or failed, not {status!r}",
@@ -219,7 +219,7 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
         # Without a daemon nobody else packs: keep our loose objects under git's auto-gc bar
         # (the daemon checks every few calls itself). The call is recorded by now;
         # housekeeping that fails must not make it look failed.
-        if not getattr(g, "packs_in_background", False):
+        if not g.packs_in_background:
             try:
                 packing.maybe_pack(g.store, g.snap.repo)
             except GitguardError as exc:
@@ -227,7 +227,7 @@ def end(g: Guard, call_id: str, status: str, result: str | bytes | None = None
     return finished
 
 
-def close_unrun(g: Guard, call_id: str, why: str) -> ToolLedgerEntry:
+def close_unrun(g: GuardContext, call_id: str, why: str) -> ToolLedgerEntry:
     """End a started call that never ran (its PreToolUse came, then a denial): `failed`,
     with no snapshot and an empty window (post checkpoint = pre checkpoint), so it owns
     nothing and whatever changed meanwhile stays the user's (replay.never_ran)."""
@@ -245,7 +245,7 @@ def close_unrun(g: Guard, call_id: str, why: str) -> ToolLedgerEntry:
     return closed
 
 
-def _stored_input(g: Guard, entry: ToolLedgerEntry) -> dict[str, Any] | None:
+def _stored_input(g: GuardContext, entry: ToolLedgerEntry) -> dict[str, Any] | None:
     """The call's stored input (redaction keeps its keys); None when it cannot be read,
     and the end snapshot is then a full scan."""
     if entry.input_ref is None:
@@ -265,7 +265,7 @@ def _elapsed_ms(start: str | None, end: str | None) -> float | None:
     return round(delta.total_seconds() * 1000, 3)
 
 
-def _not_its_own(g: Guard, state: journal.LedgerState, entry: ToolLedgerEntry,
+def _not_its_own(g: GuardContext, state: journal.LedgerState, entry: ToolLedgerEntry,
                  declared_only: bool) -> Callable[[str], bool]:
     """Which paths that changed between the call's pre and post snapshots it did not
     change (DESIGN.md, Attribution), though they fall inside its window:
@@ -307,7 +307,7 @@ def _declared_by_overlapping(state: journal.LedgerState, entry: ToolLedgerEntry)
     return found
 
 
-def _file_patches(g: Guard, index: checkpoints.Index, entry: ToolLedgerEntry,
+def _file_patches(g: GuardContext, index: checkpoints.Index, entry: ToolLedgerEntry,
                   post_tree: str, not_its_own: Callable[[str], bool] = lambda _p: False
                   ) -> tuple[tuple[FilePatchEntry, ...], bytes]:
     """The call's file patches and the patch artifact's bytes (never redacted), which the

@@ -27,7 +27,7 @@ from gitguard.errors import GitguardError
 from gitguard.models import ToolLedgerEntry
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 DEFAULT_TOOL = "run_command"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
@@ -153,7 +153,7 @@ def _exit_code(returncode: int) -> tuple[int, str]:
     return returncode, f"exit code {returncode}"
 
 
-def run(guard: Guard, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[bytes],
+def run(guard: GuardContext, argv: Sequence[str], *, stdout: IO[bytes], stderr: IO[bytes],
         cwd: Path | None = None, tool: str = DEFAULT_TOOL, step_id: str | None = None,
         session_id: str | None = None, confirm: bool = False,
         force_replay: bool = False) -> Ran:

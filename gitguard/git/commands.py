@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -81,3 +82,10 @@ def start_git(
            "core.quotepath=off", "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args]
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=git_env(env), cwd=work_tree)
+
+
+def git_version(git_dir: Path) -> tuple[int, int]:
+    """(major, minor) of the git on PATH; (0, 0) when it says something else."""
+    out = run_git(["version"], git_dir=git_dir).stdout.decode(errors="replace")
+    found = re.search(r"(\d+)\.(\d+)", out)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)

@@ -19,17 +19,17 @@ from gitguard.ipc import client
 from gitguard.models import ToolLedgerEntry
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 
-def begin_call(guard: Guard, tool: str, tool_input: Mapping[str, Any],
+def begin_call(guard: GuardContext, tool: str, tool_input: Mapping[str, Any],
                options: Mapping[str, Any]) -> ToolLedgerEntry | None:
     kwargs = {"tool": tool, "tool_input": dict(tool_input),
               **{k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}}
     return _call(guard, "api.begin_call", kwargs)
 
 
-def end_call(guard: Guard, call_id: str, status: str, result: str | bytes | None
+def end_call(guard: GuardContext, call_id: str, status: str, result: str | bytes | None
              ) -> ToolLedgerEntry | None:
     kwargs: dict[str, Any] = {"call_id": call_id, "status": status, "result": result}
     if isinstance(result, bytes):
@@ -38,7 +38,7 @@ def end_call(guard: Guard, call_id: str, status: str, result: str | bytes | None
 
 
 @contextmanager
-def restoring(guard: Guard, read_only: bool = False) -> Iterator[None]:
+def restoring(guard: GuardContext, read_only: bool = False) -> Iterator[None]:
     """Wrap writes gitguard itself makes into the working tree (rollback, conflict
     resolution): with a daemon running, everything seen before is recorded first (after
     a full scan) and these writes are nobody's change. `read_only` (a dry run) only has
@@ -63,7 +63,7 @@ def restoring(guard: Guard, read_only: bool = False) -> Iterator[None]:
             client.request(store, "restore.end")
 
 
-def _call(guard: Guard, op: str, kwargs: dict[str, Any]) -> ToolLedgerEntry | None:
+def _call(guard: GuardContext, op: str, kwargs: dict[str, Any]) -> ToolLedgerEntry | None:
     if os.environ.get("GITGUARD_FAULT") or not (guard.store.root / client.SOCKET_NAME).exists():
         return None
     try:

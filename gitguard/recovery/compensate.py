@@ -25,7 +25,7 @@ from gitguard.models import CompensateExternalAction, ToolDefinition, ToolLedger
 from gitguard.storage import trace_log
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 TOOL_NAME = "gitguard.recovery.compensate"
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
@@ -42,7 +42,7 @@ class Compensation:
         return shlex.join(self.argv)
 
 
-def _load_json(g: Guard, ref: str | None) -> Any:
+def _load_json(g: GuardContext, ref: str | None) -> Any:
     if ref is None:
         return None
     try:
@@ -131,7 +131,7 @@ def _no_compensation(entry: ToolLedgerEntry, definition: ToolDefinition | None) 
     return GitguardError(f"{entry.tool_name} ({entry.call_id}) has no compensation: {what}", hint)
 
 
-def plan(g: Guard, entry_id: str) -> Compensation:
+def plan(g: GuardContext, entry_id: str) -> Compensation:
     """What would run, without running anything."""
     state = journal.read(g.store)
     entry = state.get(entry_id)
@@ -153,7 +153,7 @@ def plan(g: Guard, entry_id: str) -> Compensation:
     return Compensation(entry, definition, argv)
 
 
-def run(g: Guard, compensation: Compensation) -> ToolLedgerEntry:
+def run(g: GuardContext, compensation: Compensation) -> ToolLedgerEntry:
     """Run the filled argv as a ledgered call that compensates the original entry."""
     entry = compensation.entry
     tool_input = {"argv": list(compensation.argv), "compensates": entry.call_id}

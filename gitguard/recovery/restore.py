@@ -17,10 +17,10 @@ from gitguard.snapshot import messages as message_store
 from gitguard.storage import trace_log
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 
-def restore_session(g: Guard, checkpoint_id: str) -> dict[str, Any]:
+def restore_session(g: GuardContext, checkpoint_id: str) -> dict[str, Any]:
     started_clock = time.perf_counter()
     with g.store.writing():
         index = checkpoints.read_index(g.store)

@@ -41,7 +41,7 @@ from gitguard.snapshot import messages as message_store
 from gitguard.storage import trace_log
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 INTERRUPTED = "interrupted: found started after a crash; its outcome is unknown"
 
@@ -120,7 +120,7 @@ def _session_entries(state: journal.LedgerState, session_id: str) -> list[ToolLe
     return [e for e in map(state.entries.__getitem__, state.order) if e.session_id == session_id]
 
 
-def resume(g: Guard, *, checkpoint_id: str | None = None,
+def resume(g: GuardContext, *, checkpoint_id: str | None = None,
            session_id: str | None = None) -> ResumeResult:
     started_clock = time.perf_counter()
     with g.store.writing():
@@ -169,7 +169,7 @@ def resume(g: Guard, *, checkpoint_id: str | None = None,
 class _Reading:
     """`ledger.read` in a thread; `result()` joins it and returns or raises what it did."""
 
-    def __init__(self, g: Guard) -> None:
+    def __init__(self, g: GuardContext) -> None:
         self._store = g.store
         self._state: journal.LedgerState | None = None
         self._error: BaseException | None = None
@@ -190,13 +190,13 @@ class _Reading:
         return self._state
 
 
-def _known(g: Guard, state: journal.LedgerState, index: checkpoints.Index, sid: str) -> bool:
+def _known(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index, sid: str) -> bool:
     return (any(e.session_id == sid for e in state.entries.values())
             or any(r.session_id == sid for r in index.rows)
             or any(s.session_id == sid for s in sessions.read(g.store)))
 
 
-def _settle(g: Guard, state: journal.LedgerState, index: checkpoints.Index, session_id: str,
+def _settle(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index, session_id: str,
             tree: TreeResult, opened: list[ToolLedgerEntry]) -> None:
     """Close every open call of a crashed run in one append (under the lock)."""
     faults.point("resume.before_checkpoint")
@@ -219,7 +219,7 @@ def _settle(g: Guard, state: journal.LedgerState, index: checkpoints.Index, sess
                    neverStarted=[e.call_id for e in settled if e.status == "failed"])
 
 
-def _resume_checkpoint(g: Guard, state: journal.LedgerState, index: checkpoints.Index,
+def _resume_checkpoint(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index,
                        session_id: str, tree: TreeResult) -> str:
     """The snapshot that closes the interrupted calls' window; a crashed resume's is reused."""
     latest = index.latest(session_id)
@@ -234,7 +234,7 @@ def _resume_checkpoint(g: Guard, state: journal.LedgerState, index: checkpoints.
     return made.checkpoint_id
 
 
-def _result(g: Guard, state: journal.LedgerState, session_id: str, choice: Choice,
+def _result(g: GuardContext, state: journal.LedgerState, session_id: str, choice: Choice,
             check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
     """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
     first_seq = state.first_seq
@@ -287,7 +287,8 @@ def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
     return [e for e in calls if e.status == "uncertain" or e.call_id in keep]
 
 
-def reconcile(g: Guard, call_id: str, status: str, note: str | None = None) -> ToolLedgerEntry:
+def reconcile(g: GuardContext, call_id: str, status: str, note: str | None = None
+              ) -> ToolLedgerEntry:
     """Settle an uncertain call once someone checked the outside world."""
     if status not in ("succeeded", "failed"):
         raise GitguardError(f"an uncertain call settles as succeeded or failed, not {status!r}",
@@ -313,7 +314,7 @@ def reconcile(g: Guard, call_id: str, status: str, note: str | None = None) -> T
     return settled
 
 
-def _reword_conflicts(g: Guard, entry: ToolLedgerEntry, status: str) -> None:
+def _reword_conflicts(g: GuardContext, entry: ToolLedgerEntry, status: str) -> None:
     """Pending conflicts that blame this call for never finishing say how it was settled
     (they stay conflicts: what it wrote was never recorded)."""
     old = timeline.interrupted_reason(entry.call_id, entry.status)
@@ -343,7 +344,7 @@ class Explanation:
         }
 
 
-def explain(g: Guard, session_id: str | None = None) -> Explanation:
+def explain(g: GuardContext, session_id: str | None = None) -> Explanation:
     """Read-only: the calls of a session, which may run again and why, and what resume would use."""
     if not g.store.exists():
         return Explanation(None, (), None)

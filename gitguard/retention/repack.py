@@ -19,7 +19,6 @@ with an older git the default skips it (and says why), `--repack-repository` ref
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 from gitguard import faults
 from gitguard.errors import GitguardError
 from gitguard.git import packing
-from gitguard.git.commands import run_git
+from gitguard.git.commands import git_version, run_git
 from gitguard.storage.store import Store
 
 CRUFT_SINCE = (2, 37)
@@ -48,12 +47,6 @@ class RepackStats:
                 "durationMs": round(self.duration_ms, 3)}
 
 
-def git_version(store: Store) -> tuple[int, int]:
-    out = run_git(["version"], git_dir=store.ws.git_dir).stdout.decode(errors="replace")
-    found = re.search(r"(\d+)\.(\d+)", out)
-    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-
-
 def decide(store: Store, wanted: bool | None, enabled: bool, max_mb: float
            ) -> tuple[bool, str | None]:
     """Whether this gc repacks the repository, and if it does not by default, why.
@@ -70,7 +63,7 @@ def decide(store: Store, wanted: bool | None, enabled: bool, max_mb: float
                                 "keeps its objects in .agent-runtime/",
                                 "run `gitguard gc` without --repack-repository")
         return False, None
-    version = git_version(store)
+    version = git_version(store.ws.git_dir)
     if version < CRUFT_SINCE:
         why = (f"git {version[0]}.{version[1]} has no cruft packs (2.37+), which keep your "
                f"unreachable objects through a repack")

@@ -34,7 +34,7 @@ from gitguard.storage.store import Store
 from gitguard.workspace import safe_relpath
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 How = Literal["keep_user", "apply_agent", "manual_merge"]
 TOOL_NAME = "gitguard.resolve_conflict"
@@ -67,7 +67,7 @@ def record(store: Store, new: list[CheckpointConflict]) -> list[CheckpointConfli
     return items
 
 
-def find(g: Guard, path: str) -> CheckpointConflict:
+def find(g: GuardContext, path: str) -> CheckpointConflict:
     items = {c.path: c for c in read(g.store)}
     if path in items:
         return items[path]
@@ -99,7 +99,7 @@ class ThreeWay:
         return LINK in modes
 
 
-def three_way(g: Guard, conflict: CheckpointConflict) -> ThreeWay:
+def three_way(g: GuardContext, conflict: CheckpointConflict) -> ThreeWay:
     def blob(oid: str | None) -> bytes | None:
         return read_blob(g.snap.repo, oid) if oid else None
 
@@ -167,7 +167,8 @@ class Resolved:
     markers: int = 0
 
 
-def _target(g: Guard, view: ThreeWay, how: How) -> tuple[FileState | None, bytes | None, int]:
+def _target(g: GuardContext, view: ThreeWay, how: How
+            ) -> tuple[FileState | None, bytes | None, int]:
     """What the file becomes: (state, content, conflict regions left with markers)."""
     c = view.conflict
     if how == "apply_agent":
@@ -191,7 +192,7 @@ def _target(g: Guard, view: ThreeWay, how: How) -> tuple[FileState | None, bytes
     return FileState(oid, view.current_state.mode), merged.data, merged.conflicts
 
 
-def resolve(g: Guard, path: str, how: How) -> Resolved:
+def resolve(g: GuardContext, path: str, how: How) -> Resolved:
     with api_client.restoring(g, how == "keep_user"), g.store.writing():
         conflict = find(g, path)
         if conflict.resolution != "pending":
@@ -241,7 +242,7 @@ def resolve(g: Guard, path: str, how: How) -> Resolved:
         return Resolved(done, applied, markers)
 
 
-def _worktree_bytes(g: Guard, path: str, target: FileState | None, data: bytes | None
+def _worktree_bytes(g: GuardContext, path: str, target: FileState | None, data: bytes | None
                     ) -> bytes | None:
     """A stored blob to write back in the form `git checkout` writes it, where git converts
     content (eol rules, smudge filters); None: the blob's own bytes."""
@@ -254,7 +255,7 @@ def _worktree_bytes(g: Guard, path: str, target: FileState | None, data: bytes |
     return None if str(pygit2.hash(smudged)) == target.oid else smudged
 
 
-def _session_of(g: Guard, conflict: CheckpointConflict) -> str:
+def _session_of(g: GuardContext, conflict: CheckpointConflict) -> str:
     if conflict.checkpoint_id:
         index = checkpoints.read_index(g.store)
         return index.find(conflict.checkpoint_id).session_id

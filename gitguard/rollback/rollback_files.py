@@ -49,7 +49,7 @@ from gitguard.storage import trace_log
 from gitguard.workspace import NON_GIT_STORE, safe_relpath
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 TOOL_NAME = "gitguard.rollback_files"
 
@@ -189,7 +189,7 @@ def foreign_calls(state: journal.LedgerState, own: frozenset[str] | None) -> dic
     return {c: e.session_id for c, e in state.entries.items() if e.session_id not in own}
 
 
-def _candidates(g: Guard, state: journal.LedgerState, line: timeline.Timeline,
+def _candidates(g: GuardContext, state: journal.LedgerState, line: timeline.Timeline,
                 rows: list[Any], own: frozenset[str] | None = None) -> dict[str, str]:
     """Paths agent calls changed after the target, each with where it was read from.
 
@@ -219,7 +219,7 @@ def _candidates(g: Guard, state: journal.LedgerState, line: timeline.Timeline,
     return paths
 
 
-def check_path(g: Guard, path: str, source: str,
+def check_path(g: GuardContext, path: str, source: str,
                plain_dirs: dict[str, bool] | None = None,
                real_dirs: set[str] | None = None) -> None:
     """A path from the ledger or a checkpoint must name a file inside the workspace as is.
@@ -295,7 +295,7 @@ class Facts:
                 for p, seen in self.observed.items()}
 
 
-def gather(g: Guard, target: Checkpoint, store_blobs: bool,
+def gather(g: GuardContext, target: Checkpoint, store_blobs: bool,
            index: checkpoints.Index | None = None) -> Facts:
     """Candidates, their checks, their states now and their histories. Under the store lock."""
     index = index if index is not None else checkpoints.read_index(g.store)
@@ -359,7 +359,7 @@ def _git_form(convert: filters.Conversion, root: Path, seen: Observed,
     return FileState(convert.clean(seen.path, data, store), seen.state.mode)
 
 
-def make_plan(g: Guard, target: Checkpoint, facts: Facts) -> Plan:
+def make_plan(g: GuardContext, target: Checkpoint, facts: Facts) -> Plan:
     plan = Plan(target)
     decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items),
            facts.foreign)
@@ -380,7 +380,8 @@ SKIPPED_DIR = ("in a skipped directory (skip_dirs): no snapshot holds it, so rol
                "it as it is; delete it yourself if the agent made it")
 
 
-def left_out(g: Guard, index: checkpoints.Index, target: Checkpoint) -> list[tuple[str, str]]:
+def left_out(g: GuardContext, index: checkpoints.Index, target: Checkpoint
+             ) -> list[tuple[str, str]]:
     """Paths no rollback can touch, said out loud: what the newest checkpoint left out of
     its snapshot (over the size cap, in a skipped directory) that the target did not, and
     that is still there. Whoever made them, the rollback leaves them as they are."""
@@ -419,7 +420,7 @@ def _worktree_form(facts: Facts, step: Step) -> Step:
     return Step(step.path, expected, step.target, step.call_id, data)
 
 
-def rollback_files(g: Guard, checkpoint_id: str, dry_run: bool = False) -> Result:
+def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False) -> Result:
     """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
     started_clock = time.perf_counter()
     # A running daemon records what it saw first and leaves our own writes unattributed;
@@ -473,7 +474,7 @@ def _detail(result: Result) -> dict[str, Any]:
             "madeDirs": list(result.applied.made_dirs)}
 
 
-def dirs_at(g: Guard, state: journal.LedgerState, target: Checkpoint) -> list[str]:
+def dirs_at(g: GuardContext, state: journal.LedgerState, target: Checkpoint) -> list[str]:
     """Directories that existed when `target` was taken, as far as gitguard's own write
     whose safety checkpoint it is tells: the parents of every path it wrote or deleted
     (less those it made) and those its deletions left empty and removed. Going back to
@@ -503,7 +504,7 @@ def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _trace(g: Guard, result: Result, seconds: float) -> None:
+def _trace(g: GuardContext, result: Result, seconds: float) -> None:
     target = result.plan.checkpoint
     detail = _detail(result)
     trace_log.emit(g.store, "rollback", "rollback.files", session_id=target.session_id,
@@ -523,5 +524,5 @@ def _now(seen: Observed) -> FileState | None:
     return timeline.UNKNOWN if seen.kind == "special" else seen.state
 
 
-def pending_count(g: Guard) -> int:
+def pending_count(g: GuardContext) -> int:
     return sum(1 for c in conflicts.read(g.store) if c.resolution == "pending")

@@ -39,7 +39,7 @@ from gitguard.snapshot import checkpoints, dirty_delta
 from gitguard.storage import durable
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def next_call_id(state: ledger.LedgerState, prefix: str) -> str:
     return f"{prefix}_{number}"
 
 
-def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: str,
+def apply(g: GuardContext, state: ledger.LedgerState, *, session_id: str, tool_name: str,
           id_prefix: str, summary: str, tool_input: dict[str, Any], steps: Sequence[Step],
           now: Mapping[str, FileState | None], index: checkpoints.Index | None = None,
           base: Checkpoint | None = None,
@@ -233,7 +233,7 @@ def apply(g: Guard, state: ledger.LedgerState, *, session_id: str, tool_name: st
     return applied
 
 
-def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
+def _post_tree(g: GuardContext, safety: Checkpoint, safety_tree: str,
                written: Mapping[str, FileState | None], base: Checkpoint | None,
                post_tree: str | None = None) -> tuple[str, tuple[list[str], int] | None]:
     """The tree after the writes and its dirty summary.
@@ -251,7 +251,7 @@ def _post_tree(g: Guard, safety: Checkpoint, safety_tree: str,
     return post_tree, dirty_delta.derive(g.snap, safety, post_tree, written)
 
 
-def _dirty_from(g: Guard, latest: CheckpointIndexRow, tree: str,
+def _dirty_from(g: GuardContext, latest: CheckpointIndexRow, tree: str,
                 changed: Mapping[str, FileState | None]) -> tuple[list[str], int] | None:
     """The safety tree's dirty summary from the latest checkpoint's, when that one reads."""
     try:
@@ -267,7 +267,7 @@ def _state_json(state: FileState | None) -> list[Any] | None:
     return [state.oid, state.mode] if state is not None else None
 
 
-def planned_targets(g: Guard, entry: ToolLedgerEntry) -> dict[str, FileState | None] | None:
+def planned_targets(g: GuardContext, entry: ToolLedgerEntry) -> dict[str, FileState | None] | None:
     """What a gitguard write entry meant to put at each path; None for an agent's call."""
     if not entry.tool_name.startswith("gitguard.") or entry.input_ref is None:
         return None
@@ -291,7 +291,7 @@ class _Left(Exception):
 
 
 
-def _write_all(g: Guard, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
+def _write_all(g: GuardContext, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
                content: Mapping[str, bytes]
                ) -> tuple[list[Step], Raced, dict[str, bytes], tuple[list[str], list[str]]]:
     """Deletions deepest first, then writes shallowest first; each re-checked just before.
@@ -406,7 +406,7 @@ def sweep_temps(root: Path, rels: Iterable[str]) -> list[str]:
 _TEMP_NAME = re.compile(r"\.(.+)" + re.escape(fileops.TEMP_INFIX) + r"[0-9a-f]{8}\.tmp", re.DOTALL)
 
 
-def sweep_interrupted(g: Guard, state: ledger.LedgerState) -> list[str]:
+def sweep_interrupted(g: GuardContext, state: ledger.LedgerState) -> list[str]:
     """Temporary files of gitguard writes a crash interrupted (entries left uncertain)."""
     paths = {p for e in state.open_entries()
              if e.tool_name.startswith("gitguard.") and e.status in ("started", "uncertain")

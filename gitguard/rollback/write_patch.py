@@ -18,7 +18,7 @@ from gitguard.git.objects import GITLINK, Change, read_blob
 from gitguard.snapshot import dirty_delta
 
 if TYPE_CHECKING:
-    from gitguard.api import Guard
+    from gitguard.guard_context import GuardContext
     from gitguard.rollback.workspace_writer import Step
 
 
@@ -34,14 +34,14 @@ def known_contents(steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | Non
     return known
 
 
-def patch(g: Guard, old_tree: str, new_tree: str, paths: list[str],
+def patch(g: GuardContext, old_tree: str, new_tree: str, paths: list[str],
           known: Mapping[str, bytes]) -> bytes:
     """The patch from `old_tree` to `new_tree`, which differ only at `paths` (and under
     them); made in-process, as call end makes it (no git subprocess)."""
     return patch_text.render(g.snap.repo, changes(g, old_tree, new_tree, paths), known)
 
 
-def changes(g: Guard, old_tree: str, new_tree: str, paths: list[str]) -> list[Change]:
+def changes(g: GuardContext, old_tree: str, new_tree: str, paths: list[str]) -> list[Change]:
     """Every difference is a path written (a path replaced by a directory brings what is
     under it, and then the whole tree diff is needed, which prunes equal subtrees by id)."""
     found = dirty_delta.changes(g.snap.repo, old_tree, new_tree, paths)
@@ -57,7 +57,7 @@ def missing(repo: pygit2.Repository, diff: Iterable[Change], known: Mapping[str,
     return {oid: read_blob(repo, oid) for oid in wanted}
 
 
-def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Sequence[Step],
+def prepare(g: GuardContext, session_id: str, items: list[tuple[str, bytes]], steps: Sequence[Step],
             seen: Mapping[str, fileops.Seen] | None, diff: list[Change] | None, name: str
             ) -> tuple[list[str], dict[str, bytes], dict[str, bytes]]:
     """The bytes to write per path, and `items` appended to the journal, fsynced once;
@@ -79,7 +79,7 @@ def prepare(g: Guard, session_id: str, items: list[tuple[str, bytes]], steps: Se
     return g.store.append_artifacts(session_id, items), content, known
 
 
-def render(g: Guard, diff: list[Change], known: dict[str, bytes]) -> bytes:
+def render(g: GuardContext, diff: list[Change], known: dict[str, bytes]) -> bytes:
     """The patch of `diff`, reading from the object store only what is not in `known`."""
     known.update(missing(g.snap.repo, diff, known))
     return patch_text.render(g.snap.repo, diff, known)
