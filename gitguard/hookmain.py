@@ -27,14 +27,17 @@ def main() -> None:
         code = entry.try_daemon(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    entry.early_scan(sys.argv[1:])
-    entry.with_site_packages()
-    code = entry.hook_here(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    from gitguard.cli.main import main as cli_main
+    try:
+        entry.early_scan(sys.argv[1:])
+        entry.with_site_packages()
+        code = entry.hook_here(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+        from gitguard.cli.main import main as cli_main
 
-    cli_main(sys.argv[1:])
+        cli_main(sys.argv[1:])
+    finally:
+        entry.nothing_to_collect_at_exit()
 
 
 if __name__ == "__main__":

@@ -256,14 +256,14 @@ def hook_here(argv: list[str]) -> int | None:
     if any(a in ("-h", "--help") for a in rest):
         return None
     if rest == ["hook", "claude-code"]:
-        lean_pygit2()
+        one_command()
         from gitguard.integrations.hookcli import Opened, claude_code_hook
 
         sys.stdout.write(claude_code_hook(Opened(cwd), _stdin_read) + "\n")
         sys.stdout.flush()
         return 0
     if rest[:2] == ["hook", "git"] and len(rest) >= 3 and not rest[2].startswith("-"):
-        lean_pygit2()
+        one_command()
         from gitguard.integrations.hookcli import Opened, git_hook
 
         code, message = git_hook(Opened(cwd), rest[2], rest[3:], _stdin_read)
@@ -281,10 +281,39 @@ def call_here(argv: list[str]) -> int | None:
     parsed = split_global(argv)
     if parsed is None or parsed[1][:1] != ["call"]:
         return None
-    lean_pygit2()
+    one_command()
     from gitguard.cli.call_parser import here
 
     return here(argv)
+
+
+def one_command() -> None:
+    """This process runs one hook or one call, then exits: no cyclic GC while it does, and
+    pygit2 without the CA bundle (gitguard.cli.startup).
+
+    Such a process makes ~750 objects of cyclic garbage whatever the size of its work
+    (measured: a PreToolUse at 1k files; at 100k files, a post-checkout after 5000 files
+    changed and the PostToolUse of a call that changed 3000), while the collector, run
+    every 700 allocations, walks the ~36k objects its imports create again and again:
+    ~20 ms of a PreToolUse's CPU at 1k files, for nothing."""
+    import gc
+
+    gc.disable()
+    lean_pygit2()
+
+
+def nothing_to_collect_at_exit() -> None:
+    """The command ran in this process, which now exits: take what it holds out of the
+    cyclic GC's reach (gc.freeze). While the interpreter shuts down it runs full
+    collections, each walking every object still alive: after a hook, the ~36k objects of
+    pydantic, pygit2 and the models, for ~750 objects of cyclic garbage. Measured on a
+    PreToolUse at 1k files: 60-80 ms of the process's ~320 ms of CPU. The memory goes back
+    to the system with the process either way, and nothing of gitguard's waits for a
+    finalizer at exit (files are closed, and fsynced, where they are written; atexit
+    handlers still run). The daemon runs commands through cli.main, never through here."""
+    import gc
+
+    gc.freeze()
 
 
 def lean_pygit2() -> None:
@@ -300,12 +329,15 @@ def main() -> None:
         code = try_daemon(argv)
     if code is not None:
         sys.exit(code)
-    early_scan(argv)
-    code = hook_here(argv)
-    if code is None:
-        code = call_here(argv)
-    if code is not None:
-        sys.exit(code)
-    from gitguard.cli.main import main as cli_main
+    try:
+        early_scan(argv)
+        code = hook_here(argv)
+        if code is None:
+            code = call_here(argv)
+        if code is not None:
+            sys.exit(code)
+        from gitguard.cli.main import main as cli_main
 
-    cli_main(argv)
+        cli_main(argv)
+    finally:
+        nothing_to_collect_at_exit()
