@@ -17,6 +17,7 @@ import pygit2
 
 from gitguard import nativeclient
 from gitguard.errors import CorruptRecord, IllegalTransition, StoreError
+from gitguard.git.objects import reference
 from gitguard.ledger import fold, segment
 from gitguard.ledger import journal as ledger
 from gitguard.models import CheckpointIndexRow, LedgerEvent
@@ -255,11 +256,10 @@ def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> N
     """Refs point at commits, and every checkpoint's commit is reachable from its session's
     ref: otherwise `git gc` would prune it (DESIGN.md invariant 5)."""
     repo = snap.repo
-    for name in repo.references:
-        if name.startswith("refs/gitguard/"):
-            target = repo.references[name].target
-            if not isinstance(repo.get(target), pygit2.Commit):
-                found.problems.append(Problem(f"{name} does not point at a commit", REF_HINT))
+    for ref in repo.references.iterator():
+        if (ref.name.startswith("refs/gitguard/")
+                and not isinstance(repo.get(ref.target), pygit2.Commit)):
+            found.problems.append(Problem(f"{ref.name} does not point at a commit", REF_HINT))
     # An interrupted `gitguard gc` holds rewritten chains under refs/gitguard/gc/ until it
     # moves the session refs: those commits are just as safe from `git gc`.
     held_by_gc: set[str] = set()
@@ -283,7 +283,7 @@ def _check_refs(snap: Snapshotter, index: checkpoints.Index, found: Report) -> N
 
 
 def _chain(repo: pygit2.Repository, ref_name: str) -> set[str]:
-    ref = repo.references.get(ref_name)
+    ref = reference(repo, ref_name)
     if ref is None or not isinstance(repo.get(ref.target), pygit2.Commit):
         return set()
     return {str(commit.id) for commit in repo.walk(ref.target)}
@@ -293,10 +293,10 @@ def _unheld_messages(store: Store, repo: pygit2.Repository,
                      rows: list[CheckpointIndexRow]) -> list[Problem]:
     """Message blobs that no messages ref holds: `git gc` would delete them."""
     held: set[str] = set()
-    for name in repo.references:
-        if name.startswith(message_store.MESSAGES_REF):
+    for ref in repo.references.iterator():
+        if ref.name.startswith(message_store.MESSAGES_REF):
             # a holder's tree is its parent's plus new blobs, so the tip holds them all
-            tip = repo.get(repo.references[name].target)
+            tip = repo.get(ref.target)
             if isinstance(tip, pygit2.Commit):
                 held |= held_blobs(repo, tip)
     found = []

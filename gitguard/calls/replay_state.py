@@ -156,7 +156,7 @@ def _split(args: Sequence[str]) -> tuple[set[str], list[str]]:
 
 def _all_refs(repo: pygit2.Repository) -> str:
     """Every branch and tag with the object it names, hashed (what --all/--tags push)."""
-    listing = sorted(f"{name} {repo.references[name].target}" for name in repo.references
-                     if name.startswith(("refs/heads/", "refs/tags/")))
+    listing = sorted(f"{ref.name} {ref.target}" for ref in repo.references.iterator()
+                     if ref.name.startswith(("refs/heads/", "refs/tags/")))
     return hashlib.sha256("\n".join(listing).encode()).hexdigest()
 

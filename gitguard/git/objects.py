@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import re
+import sys
 from dataclasses import dataclass
 
 import pygit2
@@ -45,6 +46,22 @@ def object_id(kind: int, data: bytes) -> bytes:
     return digest.digest()
 
 
+def reference(repo: pygit2.Repository, name: str) -> pygit2.Reference | None:
+    """`repo.references.get(name)` for a name made at run time.
+
+    pygit2 (1.20, 1.21) keeps a reference to the name it looks up, so a lookup by a fresh
+    str leaves that str in memory for good (sys.getrefcount shows it; the daemon lost two
+    a call, ~130 bytes). An interned name is one str per distinct name however often it
+    is looked up. Iterating `repo.references.iterator()` gives the references themselves."""
+    return repo.references.get(sys.intern(name))
+
+
+def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object:
+    """`tree[path]` (KeyError when nothing is there), with the path interned: pygit2 keeps
+    the str a tree is indexed by, as it does a reference's name (see `reference`)."""
+    return tree[sys.intern(path)]
+
+
 def as_tree(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
     """The tree `oid`; KeyError when it is missing or not a tree."""
     obj = repo.get(oid)
@@ -66,7 +83,7 @@ def blob_at(repo: pygit2.Repository, root: pygit2.Tree, path: str) -> bytes | No
     """The bytes of the blob (file or link) at `path` in `root`; None for nothing there,
     a directory, a submodule or a blob missing from the object database."""
     try:
-        entry = root[path]
+        entry = tree_entry(root, path)
         return read_blob(repo, entry.id) if entry.filemode in _BLOB_MODES else None
     except (KeyError, ValueError):
         return None
@@ -78,7 +95,7 @@ def entry_id_at(repo: pygit2.Repository, root: str, path: str) -> str | None:
     if not isinstance(found, pygit2.Tree):
         return None
     try:
-        return str(found[path].id)
+        return str(tree_entry(found, path).id)
     except KeyError:
         return None
 
@@ -159,7 +176,7 @@ def file_at(tree: pygit2.Tree | None, path: str) -> tuple[int, str] | None:
         return None
     path.encode()       # pygit2 names are UTF-8: a surrogate-escaped name raises here
     try:
-        entry = tree[path]
+        entry = tree_entry(tree, path)
     except KeyError:
         return None
     return None if entry.type_str == "tree" else (entry.filemode, str(entry.id))

@@ -181,8 +181,8 @@ def pack_gitguard_objects(store: Store, *, merge: bool = False,
         state = settle(store)
         stats.loose_before = loose_count(objects)[0]
         # The tips as they are now: this run packs what they reach; the next one stops there.
-        tips = sorted({str(repo.references[n].target) for n in repo.references
-                       if n.startswith(GITGUARD_REFS)})
+        tips = sorted({str(ref.target) for ref in repo.references.iterator()
+                       if ref.name.startswith(GITGUARD_REFS)})
     if tips:
         _pack_new(store, repo, tips, state, stats)
     packs = own_packs(store)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pygit2
 
+from gitguard.git.objects import tree_entry
 from gitguard.models import Confidence, Versioned
 from gitguard.storage import durable
 from gitguard.storage.store import Store
@@ -112,7 +113,10 @@ def left_by_user(store: Store, snap: Snapshotter, index: Index, since_checkpoint
             if not isinstance(tree, pygit2.Tree):
                 continue
             for path in record.paths:
-                left[path] = str(tree[path].id) if path in tree else None
+                try:
+                    left[path] = str(tree_entry(tree, path).id)
+                except KeyError:
+                    left[path] = None
     return left
 
 

@@ -34,7 +34,7 @@ from gitguard import clock, faults
 from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
 from gitguard.git import packing
-from gitguard.git.objects import REGULAR, TREE
+from gitguard.git.objects import REGULAR, TREE, reference
 from gitguard.ledger import fold, journal, segment
 from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
 from gitguard.retention import artifacts, attribution
@@ -270,7 +270,7 @@ def _chains(repo: pygit2.Repository, rows: list[CheckpointIndexRow],
     """The sessions whose snapshot chain must change, and how."""
     result = []
     for session_id in dict.fromkeys(r.session_id for r in rows):
-        ref = repo.references.get(SESSION_REF + session_id)
+        ref = reference(repo, SESSION_REF + session_id)
         if ref is None:
             continue
         head = str(ref.target)
@@ -290,7 +290,7 @@ def _message_plan(repo: pygit2.Repository, rows: list[CheckpointIndexRow],
     """Per session: (has history, blobs held now, blobs still needed), when they differ."""
     result: dict[str, tuple[bool, set[str], set[str]]] = {}
     for session_id in dict.fromkeys(r.session_id for r in rows):
-        ref = repo.references.get(message_store.MESSAGES_REF + session_id)
+        ref = reference(repo, message_store.MESSAGES_REF + session_id)
         head = repo.get(ref.target) if ref is not None else None
         if not isinstance(head, pygit2.Commit):
             continue

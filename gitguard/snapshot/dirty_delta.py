@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 import pygit2
 
 from gitguard.fileops import FileState
-from gitguard.git.objects import TREE, Change, as_tree
+from gitguard.git.objects import TREE, Change, as_tree, tree_entry
 from gitguard.models import Checkpoint
 from gitguard.snapshot.snapshotter import Snapshotter
 
@@ -33,12 +33,12 @@ def entry(tree: pygit2.Tree, rel: str) -> tuple[int, str] | None | object:
     """Mode and id of the blob at `rel`; None when nothing is there; UNSURE for a tree at
     `rel` or a non-directory above it (then other paths change along with this one)."""
     try:
-        entry = tree[rel]
+        entry = tree_entry(tree, rel)
     except KeyError:
         parts = rel.split("/")   # nothing there: unless a file stands where a directory is
         for depth in range(1, len(parts)):
             try:
-                if tree["/".join(parts[:depth])].filemode != TREE:
+                if tree_entry(tree, "/".join(parts[:depth])).filemode != TREE:
                     return UNSURE
             except KeyError:
                 return None

@@ -12,7 +12,7 @@ from typing import Any
 import pygit2
 
 from gitguard import clock
-from gitguard.git.objects import REGULAR, TREE, read_blob
+from gitguard.git.objects import REGULAR, TREE, read_blob, reference
 from gitguard.models import Checkpoint
 from gitguard.snapshot.snapshotter import Snapshotter
 from gitguard.storage import durable
@@ -37,7 +37,7 @@ def store_messages(snap: Snapshotter, session_id: str, messages: Sequence[Any]) 
 
 def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> None:
     repo = snap.repo
-    ref = repo.references.get(MESSAGES_REF + session_id)
+    ref = reference(repo, MESSAGES_REF + session_id)
     head = repo.get(ref.target) if ref is not None else None
     root = head.tree if isinstance(head, pygit2.Commit) else None
     fanout: dict[str, list[str]] = {}

@@ -27,7 +27,7 @@ import pygit2
 
 from gitguard import clock, faults
 from gitguard.git.commands import run_git
-from gitguard.git.objects import EMPTY_TREE, Change, TreeResult, file_at
+from gitguard.git.objects import EMPTY_TREE, Change, TreeResult, file_at, reference
 from gitguard.settings import Settings
 from gitguard.snapshot import stat_tree
 from gitguard.snapshot.stat_scan import StatScan, gone_path
@@ -220,7 +220,7 @@ class Snapshotter(StatScan):
         return tree
 
     def session_head(self, session_id: str) -> pygit2.Commit | None:
-        ref = self.repo.references.get(SESSION_REF + session_id)
+        ref = reference(self.repo, SESSION_REF + session_id)
         if ref is None:
             return None
         commit = self.repo.get(ref.target)
@@ -274,7 +274,7 @@ class Snapshotter(StatScan):
         if head.type != pygit2.enums.ReferenceType.SYMBOLIC:
             return str(head.target), None                   # detached
         name = head.target
-        found = self.repo.references.get(name) if isinstance(name, str) else None
+        found = reference(self.repo, name) if isinstance(name, str) else None
         if found is None:                                   # unborn
             return None, name.removeprefix("refs/heads/") if isinstance(name, str) else None
         resolved = found.resolve()
