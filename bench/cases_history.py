@@ -62,6 +62,7 @@ def daemon_history(ctx: CaseContext) -> Measurement:
         early: list[float] = []
         late: list[float] = []
         rss: dict[int, float] = {}
+        anon: dict[int, float] = {}
         before = du_bytes(ctx.repo / ".git")
         calls = max(CALLS, 3 * WINDOW)      # GITGUARD_BENCH_HISTORY_CALLS=300: a quick look
         late_at = min(10_000, calls - WINDOW // 2)
@@ -74,7 +75,9 @@ def daemon_history(ctx: CaseContext) -> Measurement:
             elif late_at - WINDOW // 2 < n <= late_at + WINDOW // 2:
                 late.append(ms)
             if n in RSS_AT or n == calls:
-                rss[n] = int(_served(ctx).get("rssKb", 0)) / 1024
+                served = _served(ctx)
+                rss[n] = int(served.get("rssKb", 0)) / 1024
+                anon[n] = int(served.get("rssAnonKb", 0)) / 1024
         probe.check()
         ratio = statistics.median(late) / statistics.median(early)
         growth = rss[calls] - rss[min(rss)]
@@ -83,7 +86,8 @@ def daemon_history(ctx: CaseContext) -> Measurement:
                 f"{statistics.median(late):.1f} ms ({ratio:.2f}x: "
                 f"{'met' if ratio <= TIME_RATIO else 'MISSED'}); daemon RSS {grew}; growth "
                 f"from {min(rss):,} to {calls:,}: {growth:.1f} MiB "
-                f"({'met' if growth <= RSS_GROWTH_MIB else 'MISSED'}); {WINDOW} calls timed "
+                f"({'met' if growth <= RSS_GROWTH_MIB else 'MISSED'}; anonymous memory "
+                f"{anon[calls] - anon[min(anon)]:+.1f} MiB); {WINDOW} calls timed "
                 f"around each point")
         added = (du_bytes(ctx.repo / ".git") - before) // calls
         return Measurement(tuple(late), added, note, probe.note())

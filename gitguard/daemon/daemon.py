@@ -317,7 +317,7 @@ class Daemon:
                 "uptimeS": round(time.time() - self.started_at, 1),
                 "startMs": round(self.start_ms, 1), "watches": self.source.watch_count(),
                 "unwatched": [os.fsdecode(d) for d in self.engine.reported_unwatched],
-                "rssKb": _rss_kb(), "cpuS": round(time.process_time(), 3),
+                "rssKb": _rss_kb(), **_rss_parts_kb(), "cpuS": round(time.process_time(), 3),
                 "dirty": len(self.engine.dirty), "openWindows": sorted(self.engine.tracker.windows),
                 "snapshotMode": self.engine.git_mode or "incremental", **counts,
                 "requests": self.request_stats.report()}
@@ -488,6 +488,19 @@ OPS: dict[str, Op] = {
     "restore.begin": Op(_result(Daemon.restore_begin), call=False),
     "restore.end": Op(_result(Daemon.restore_end), call=False),
 }
+
+
+def _rss_parts_kb() -> dict[str, int]:
+    """Resident memory the process allocated (anonymous) and file pages it maps (its
+    libraries, the packs libgit2 reads), which the kernel can drop at will."""
+    parts = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(("RssAnon:", "RssFile:")):
+                parts[f"rss{line[3:7]}Kb"] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return parts
 
 
 def _rss_kb() -> int:

@@ -189,9 +189,13 @@ def pack_gitguard_objects(store: Store, *, merge: bool = False,
     if drop_unreachable or merge:
         chosen = packs if drop_unreachable or len(packs) > 1 else []
     else:
+        # Beside the agent's calls (the daemon's packer, `call end`): a narrower search on
+        # one thread. gitguard gc's merge is where size is the point.
         chosen = to_merge(objects / "pack", packs)
+        merge_window = INCREMENTAL_WINDOW
     if chosen:
-        _merge(store, repo, tips, chosen, stats, drop_unreachable, merge_window)
+        _merge(store, repo, tips, chosen, stats, drop_unreachable, merge_window,
+               threads=None if merge or drop_unreachable else 1)
     run_git(["prune-packed", "-q"], git_dir=ws.git_dir)
     with store.writing():
         stats.loose_after = loose_count(objects)[0]
@@ -346,13 +350,13 @@ def record(store: Store, name: str, state: dict[str, Any] | None = None,
 
 def _merge(store: Store, repo: pygit2.Repository, tips: list[str],
            packs: list[dict[str, Any]], stats: PackStats, drop_unreachable: bool,
-           window: int) -> None:
+           window: int, threads: int | None = None) -> None:
     """One pack of ours in place of `packs`, written without the store lock (see
     pack_gitguard_objects); recorded, and the old ones deleted, under it."""
     ws = store.ws
     pack_dir = objects_dir(ws) / "pack"
     if not drop_unreachable and git_version(ws.git_dir) >= STDIN_PACKS_SINCE:
-        new = _write_pack_of_packs(store, packs, window)
+        new = _write_pack_of_packs(store, packs, window, threads)
         lacking = [p["name"] for p in packs if not _holds_all(pack_dir, new, p["name"])]
         if lacking:
             raise GitguardError(f"the merged gitguard pack {new} lacks objects of {lacking[0]}",
@@ -388,7 +392,8 @@ def _merge(store: Store, repo: pygit2.Repository, tips: list[str],
              len(members - keep))
 
 
-def _write_pack_of_packs(store: Store, packs: list[dict[str, Any]], window: int) -> str:
+def _write_pack_of_packs(store: Store, packs: list[dict[str, Any]], window: int,
+                         threads: int | None) -> str:
     """`pack-objects --stdin-packs`: one pack of every object of `packs`, which git reads
     and names (for its delta search) itself. Listing them in Python instead (a rev-list
     of every snapshot: 40,000 lines at 13,000 calls) made a peak of small objects on the
@@ -396,7 +401,10 @@ def _write_pack_of_packs(store: Store, packs: list[dict[str, Any]], window: int)
     1,000 calls on the 1k bench repository."""
     pack_dir = objects_dir(store.ws) / "pack"
     names = "".join(f"{p['name']}.pack\n" for p in packs)
-    out = run_git(["pack-objects", "-q", "--stdin-packs", "--delta-base-offset",
+    # threads: None lets git use every core (pack.threads); the daemon's packer takes one,
+    # so a merge on the 2-core bench machine doubled the calls' time beside it.
+    many = [] if threads is None else [f"--threads={threads}"]
+    out = run_git(["pack-objects", "-q", "--stdin-packs", "--delta-base-offset", *many,
                    f"--window={window}", "--depth=50", str(pack_dir / "pack")],
                   git_dir=store.ws.git_dir, stdin=names.encode()).stdout.decode().strip()
     return f"pack-{out.splitlines()[-1]}"
