@@ -21,7 +21,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pygit2
 
@@ -463,23 +463,24 @@ def _pack_members(ws: Workspace, pack_dir: Path, name: str) -> set[str]:
 
 
 def _pack_count(pack_dir: Path, name: str) -> int:
-    """The object count from the .idx header (v2: magic, version, 256-entry fan-out)."""
+    """The object count from the .idx header."""
     with open(pack_dir / f"{name}.idx", "rb") as fh:
-        head = fh.read(8 + 256 * 4)
+        return _idx_count(fh, name)
+
+
+def _oid_table(pack_dir: Path, name: str) -> bytes:
+    """The sorted 20-byte object ids of a pack index, as one bytes object."""
+    with open(pack_dir / f"{name}.idx", "rb") as fh:
+        return fh.read(20 * _idx_count(fh, name))
+
+
+def _idx_count(fh: BinaryIO, name: str) -> int:
+    """Reads a version 2 index's header (magic, version, 256-entry fan-out): its count."""
+    head = fh.read(8 + 256 * 4)
     if head[:4] != b"\xfftOc":
         raise GitguardError(f"{name}.idx is not a version 2 pack index",
                             "run `git fsck`; gitguard only reads indexes it wrote")
     return int(struct.unpack(">I", head[-4:])[0])
-
-
-def _oid_table(pack_dir: Path, name: str) -> bytes:
-    """The sorted 20-byte object ids of a version 2 pack index, as one bytes object."""
-    with open(pack_dir / f"{name}.idx", "rb") as fh:
-        head = fh.read(8 + 256 * 4)
-        if head[:4] != b"\xfftOc":
-            raise GitguardError(f"{name}.idx is not a version 2 pack index",
-                                "run `git fsck`; gitguard only reads indexes it wrote")
-        return fh.read(20 * int(struct.unpack(">I", head[-4:])[0]))
 
 
 def _holds_all(pack_dir: Path, name: str, other: str) -> bool:
