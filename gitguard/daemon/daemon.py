@@ -23,10 +23,12 @@ handlers in OPS at the end of this module:
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -64,6 +66,7 @@ SYNC_AFTER_S = 0.05         # attribution rows are fsynced once requests pause t
 SYNC_MAX_S = 1.0            # or at the latest this long after the first unsynced row
 RESTORE_MAX_S = 300.0       # a restore that never says it ended stops being exempt
 PACKER_JOIN_S = 60.0        # shutdown waits this long for a pack being written
+PACKER_NICE = 10            # the packer thread's (and its git's) nice value, on Linux
 
 
 class DaemonGuard(Guard):
@@ -233,14 +236,17 @@ class Daemon:
         self.packer.start()
 
     def _pack_logged(self) -> None:
+        _yield_cpu()
         try:
             stats = self._pack(force=False)
         except Exception:  # noqa: BLE001 - housekeeping: the next check tries again
             self.log.exception("packing failed")
             return
-        if stats.get("mergedPacks"):
+        if stats.get("objects"):
             # libgit2 keeps every pack it opened mapped, deleted ones too: their disk space
-            # and pages stay held until the repository lets go (it reopens what it needs).
+            # and the pages it read stay held until the repository lets go (it reopens
+            # what it needs). Measured over 20,000 calls, without this after each new pack:
+            # 10 MiB more resident file pages.
             self.sink.put(Job(self.engine.repo.free))
 
     def pack_now(self) -> dict[str, Any]:
@@ -488,6 +494,14 @@ OPS: dict[str, Op] = {
     "restore.begin": Op(_result(Daemon.restore_begin), call=False),
     "restore.end": Op(_result(Daemon.restore_end), call=False),
 }
+
+
+def _yield_cpu() -> None:
+    """This thread, and the git it starts, yield the CPU to the calls (Linux: a thread's
+    nice value is its own, and a child inherits its creator's)."""
+    if sys.platform.startswith("linux"):    # elsewhere PRIO_PROCESS names a process
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PACKER_NICE)
 
 
 def _rss_parts_kb() -> dict[str, int]:
