@@ -35,7 +35,7 @@ from gitguard.workspace import Workspace
 GITGUARD_REFS = "refs/gitguard/"
 DEFAULT_GC_AUTO = 6700
 MAX_OWN_PACKS = 8          # merge our packs before git's gc.autoPackLimit (50) could count them
-GEOMETRIC_FACTOR = 2       # each of our packs at least this many times all smaller ones (to_merge)
+GEOMETRIC_FACTOR = 2       # each of our packs at least this many times the next smaller (to_merge)
 # Delta search widths. Our packs are small, so a merge can afford a wide search:
 # snapshots of the same directories at different times delta well against each other.
 INCREMENTAL_WINDOW = 50
@@ -401,8 +401,8 @@ def _write_pack_of_packs(store: Store, packs: list[dict[str, Any]], window: int,
     1,000 calls on the 1k bench repository."""
     pack_dir = objects_dir(store.ws) / "pack"
     names = "".join(f"{p['name']}.pack\n" for p in packs)
-    # threads: None lets git use every core (pack.threads); the daemon's packer takes one,
-    # so a merge on the 2-core bench machine doubled the calls' time beside it.
+    # threads: None lets git use every core (pack.threads); a merge beside the agent's
+    # calls takes one and leaves the others to them.
     many = [] if threads is None else [f"--threads={threads}"]
     out = run_git(["pack-objects", "-q", "--stdin-packs", "--delta-base-offset", *many,
                    f"--window={window}", "--depth=50", str(pack_dir / "pack")],
