@@ -158,19 +158,23 @@ def test_ten_thousand_rapid_writes_miss_nothing(repo: Path, tmp_path: Path) -> N
 def test_a_forced_overflow_rescans_and_marks_unknown(repo: Path, tmp_path: Path) -> None:
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     with running_daemon(repo) as pid:
+        watches = request(repo, "status")["result"]["watches"]
         (repo / "bulk").mkdir()
-        # The daemon must watch bulk/ before it stops: a file written there has to come
-        # back as a record (the watch on a new directory is added as its event is handled).
+        # The daemon must watch bulk/ before it stops, or the renames below queue nothing.
+        # A record of bulk/probe does not prove it (the scan of the new directory finds the
+        # file either way); the daemon's own count of inotify watches does.
         probe = repo / "bulk" / "probe"
         probe.write_text("watched?\n")
 
         def seen() -> bool:
             request(repo, "flush")
-            return "bulk/probe" in owners(repo)
+            return ("bulk/probe" in owners(repo)
+                    and request(repo, "status")["result"]["watches"] > watches)
 
         wait_for("the daemon to watch bulk/", seen, timeout=30)
         os.kill(pid, signal.SIGSTOP)    # the daemon cannot read: the kernel queue fills up
         try:
+            wait_for("the daemon to stop", lambda: _state(pid) == "T", timeout=30)
             here = repo / "bulk" / "a"
             here.write_text("moved about\n")
             for _ in range(limit // 2 + 100):       # a moved-from and a moved-to each
@@ -181,9 +185,14 @@ def test_a_forced_overflow_rescans_and_marks_unknown(repo: Path, tmp_path: Path)
                 (repo / "bulk" / f"f{i}").write_text(str(i))
         finally:
             os.kill(pid, signal.SIGCONT)
-        request(repo, "flush")
-        log = (store_of(repo) / "daemon.log").read_text()
-        assert "the kernel event queue overflowed" in log
+        log_file = store_of(repo) / "daemon.log"
+
+        def told() -> bool:
+            request(repo, "flush")
+            return "the kernel event queue overflowed" in log_file.read_text()
+
+        wait_for("the daemon to log the overflow", told, timeout=30)
+        log = log_file.read_text()
         found = owners(repo)
         records = (store_of(repo) / "attribution.jsonl").read_text()
         assert {found[f"bulk/f{i}"] for i in range(10)} == {("user", "unknown")}, log + records
@@ -191,6 +200,11 @@ def test_a_forced_overflow_rescans_and_marks_unknown(repo: Path, tmp_path: Path)
         made = json.loads(gg(repo, "checkpoint", "--json").stdout)
         tree = git(repo, "rev-parse", f"{made['snapshotCommit']}^{{tree}}").strip()
         assert tree == full_scan_tree(repo, tmp_path)
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (T: stopped by a signal)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_killed_daemon_is_recovered_and_its_downtime_is_unknown(repo: Path) -> None:
