@@ -28,7 +28,7 @@ from typing import Any
 import pygit2
 
 from gitguard import faults
-from gitguard.git import packing
+from gitguard.git import packing, spare_objects
 from gitguard.storage import durable
 from gitguard.storage.store import Store
 
@@ -57,11 +57,12 @@ def write_objects(repo: pygit2.Repository, store: Store | None,
     state = packing.read_state(store) if store is not None and len(objects) > threshold else {}
     if store is None or len(objects) <= threshold or len(state.get("packs", [])) >= limit:
         loose = loose_dir(repo, store)
+        spares = spares_of(store) if loose is not None and store is not None else None
         for oid, kind, data in objects:
             if loose is None:
                 repo.odb.write(kind, data)
             else:
-                write_loose(loose, oid, kind, data)
+                write_loose(loose, oid, kind, data, spares)
         return None
     return publish(store, objects, state)
 
@@ -69,6 +70,7 @@ def write_objects(repo: pygit2.Repository, store: Store | None,
 _NAMES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.BLOB: b"blob",
                            _KIND.TAG: b"tag"}
 _OBJECT_DIRS: dict[Path, bytes] = {}
+_SPARES: dict[bytes, spare_objects.Spares] = {}
 
 
 # objects dir -> ((inode, mtime, size) of its config file, shared?); git rewrites the
@@ -160,9 +162,11 @@ def _create(fanout: bytes, tmp: bytes) -> int:
     return os.open(tmp, flags, 0o444)
 
 
-def write_loose(objects: bytes, oid: bytes, kind: int, data: bytes) -> None:
+def write_loose(objects: bytes, oid: bytes, kind: int, data: bytes,
+                spares: spare_objects.Spares | None = None) -> None:
     """One loose object as git writes it (`tmp_obj_*` in its fan-out directory, renamed
-    into place; deflate level 1 as libgit2), with its id already known.
+    into place; deflate level 1 as libgit2), with its id already known; in the file of a
+    packed object set aside (`spares`) when there is one, else in a new one.
 
     libgit2's `odb.write` hashed it again, asked every backend whether it existed (a
     rescan of objects/pack on each miss) and went through a temp file in objects/ then a
@@ -172,14 +176,29 @@ def write_loose(objects: bytes, oid: bytes, kind: int, data: bytes) -> None:
     fanout = os.path.join(objects, hexid[:2].encode())
     tmp = os.path.join(fanout, b"tmp_obj_gitguard.%d.%s" % (os.getpid(), hexid[2:].encode()))
     body = zlib.compress(b"%s %d\0%s" % (_NAMES[kind], len(data), data), 1)
-    fd = _create(fanout, tmp)
+    fd = spares.take(tmp) if spares is not None else None
+    reused = fd is not None
+    if fd is None:
+        fd = _create(fanout, tmp)
     try:
         view = memoryview(body)
         while view:
             view = view[os.write(fd, view):]
+        if reused:
+            os.ftruncate(fd, len(body))
+            os.fchmod(fd, 0o444)            # as a new loose object's
     finally:
         os.close(fd)
     os.replace(tmp, os.path.join(fanout, hexid[2:].encode()))
+
+
+def spares_of(store: Store) -> spare_objects.Spares:
+    """The store's spare object files, one reader of them per process."""
+    key = os.fsencode(store.root)
+    found = _SPARES.get(key)
+    if found is None:
+        found = _SPARES[key] = spare_objects.Spares(key)
+    return found
 
 
 def _header(kind: int, size: int) -> bytes:

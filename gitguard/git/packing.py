@@ -27,6 +27,7 @@ import pygit2
 
 from gitguard import faults
 from gitguard.errors import GitguardError
+from gitguard.git import spare_objects
 from gitguard.git.commands import git_version, run_git
 from gitguard.storage import durable, trace_log
 from gitguard.storage.store import Store
@@ -57,6 +58,7 @@ class PackStats:
     objects: int = 0            # objects written into new packs
     pack_bytes: int = 0         # size of the pack(s) written
     loose_before: int = 0
+    set_aside: int = 0          # packed loose files kept for reuse (spare_objects)
     loose_after: int = 0
     merged_packs: int = 0       # own packs merged into one
     dropped: int = 0            # objects nothing reaches, left out of the merged pack
@@ -285,6 +287,9 @@ def _pack_new(store: Store, repo: pygit2.Repository, tips: list[str], state: dic
             record(store, name)
         stats.objects += _pack_count(objects / "pack", name)
         stats.pack_bytes += _pack_size(objects / "pack", name)
+        # Packed now: their files are the next loose objects' (the rest: prune-packed).
+        stats.set_aside = spare_objects.set_aside(os.fsencode(store.root), os.fsencode(objects),
+                                                  [oid for oid, _ in loose])
 
 
 def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool,

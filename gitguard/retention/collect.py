@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ import pygit2
 from gitguard import clock, faults
 from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
-from gitguard.git import packing
+from gitguard.git import packing, spare_objects
 from gitguard.git.objects import REGULAR, TREE, reference
 from gitguard.ledger import fold, journal, segment
 from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
@@ -178,6 +179,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
             store, merge=True, drop_unreachable=True,
             merge_window=packing.MERGE_WINDOW_BEFORE_REPACK if whole else packing.MERGE_WINDOW)
         report.pack.loose_before = first.loose_before
+        spare_objects.clear(os.fsencode(store.root))   # kept for the next calls' objects
         # Measured before the repository repack, which folds our pack into the user's:
         # what gc freed is what gitguard stopped holding, not what git's repack moved.
         report.after = measure(store)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -17,10 +18,10 @@ from hypothesis import strategies as st
 from pytest import MonkeyPatch
 
 from gitguard.api import Guard
-from gitguard.git import pack_writer, packing
+from gitguard.git import pack_writer, packing, spare_objects
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
-from tests.helpers.commands import git
+from tests.helpers.commands import gg, git
 from tests.helpers.trees import start
 
 TREE, BLOB = pygit2.enums.ObjectType.TREE, pygit2.enums.ObjectType.BLOB
@@ -311,3 +312,49 @@ def test_gitguard_gc_deflates_the_trees_snapshot_packs_stored_raw(repo: Path) ->
     whole = _stored_trees(repo, merged["name"])
     assert whole and all(packed < size for size, packed in whole if size > 200)
     git(repo, "fsck", "--strict", "--no-progress")
+
+
+def test_packed_loose_files_are_reused_for_the_next_objects(repo: Path,
+                                                           monkeypatch: MonkeyPatch) -> None:
+    """Packing sets the packed loose files aside; the next loose objects are written into
+    them (same inodes), read back right by git, 0444 as git's, and `gitguard gc` deletes
+    what is left. A spare set aside just now is not taken (a reader may still hold it)."""
+    guard, inc = start(repo)
+    spare_dir = guard.store.root / "spare-objects"
+    for n in range(4):
+        (repo / "src" / f"first{n}.py").write_text(f"first {n}\n" * 50)
+        first = inc.advance([os.fsencode(f"src/first{n}.py")])
+        guard.snap.commit(first.tree, "s1", {"kind": "test"})
+    ours = loose(repo)
+    stats = packing.pack_gitguard_objects(guard.store)
+    assert stats.set_aside > 0 and stats.objects >= stats.set_aside
+    spares = os.listdir(spare_dir)
+    assert len(spares) == stats.set_aside
+    assert {n.split("-", 1)[1] for n in spares} <= ours, "only packed objects are set aside"
+    assert not {n.split("-", 1)[1] for n in spares} & loose(repo)
+    assert all(stat.S_IMODE((spare_dir / n).stat().st_mode) == 0o600 for n in spares)
+    readable(repo, every_object(repo, first.tree))
+
+    # Too fresh: a new object gets a file of its own.
+    (repo / "src" / "fresh.py").write_text("fresh\n")
+    fresh = inc.advance([b"src/fresh.py"])
+    assert sorted(os.listdir(spare_dir)) == sorted(spares)
+
+    monkeypatch.setattr(spare_objects, "REUSE_AFTER_NS", 0)
+    inodes = {(spare_dir / n).stat().st_ino for n in spares}
+    (repo / "src" / "second.py").write_text("second, written into a spare\n")
+    second = inc.advance([b"src/second.py"])
+    commit = guard.snap.commit(second.tree, "s1", {"kind": "test"})
+    new = loose(repo) - ours
+    objects = repo / ".git" / "objects"
+    reused = [o for o in new if (objects / o[:2] / o[2:]).stat().st_ino in inodes]
+    assert reused, "the new loose objects took the spares' files"
+    assert all(stat.S_IMODE((objects / o[:2] / o[2:]).stat().st_mode) == 0o444 for o in new)
+    readable(repo, every_object(repo, second.tree) + every_object(repo, fresh.tree) + [commit])
+    git(repo, "fsck", "--strict", "--no-progress")
+    left = len(os.listdir(spare_dir))
+    assert left == len(spares) - len(reused)
+
+    gg(repo, "gc")
+    assert os.listdir(spare_dir) == []
+    readable(repo, every_object(repo, second.tree) + [commit])
