@@ -152,3 +152,16 @@ def test_a_call_id_inside_another_is_indexed_as_its_own(store: Store) -> None:
         journal.append_entries(store, state, [same.model_copy(update={"call_id": "call_1"})])
         assert [c for c, _ in state.runs_by_key(journal.run_key(same))] == ["call_12", "call_1"]
     assert_index_is_the_walk(journal.read(store))
+
+
+def test_the_run_index_finds_whole_hashes_only() -> None:
+    """A key's 8 bytes can also appear across two neighbouring hashes: that is no match."""
+    index = journal.RunIndex()
+    index.add(0x1122334455667788, "call_1")
+    index.add(0x99AABBCCDDEEFF00, "call_2")
+    index.add(0x1122334455667788, "call_3")
+    straddling = int.from_bytes(bytes(index.hashes[4:12]), "little")
+    assert index.find(straddling) == []
+    assert index.find(0x1122334455667788) == ["call_1", "call_3"]
+    assert index.find(0x99AABBCCDDEEFF00) == ["call_2"]
+    assert index.find(0) == []
