@@ -3,7 +3,9 @@
 Snapshots write loose objects into the user's object database. git counts loose
 objects (it samples objects/17/) and starts `git gc --auto` past `gc.auto` (6700).
 gitguard packs what only its refs reach into packs of its own under objects/pack/,
-then runs `git prune-packed`, which deletes only loose objects already in a pack.
+moves the loose files it packed into the store for its next loose objects to reuse
+(spare_objects), then runs `git prune-packed`, which deletes only loose objects already
+in a pack.
 
 What this module never does: run `git gc`, `git prune` or `git repack` on the user's
 repository, or delete a pack it did not write. Packs it wrote are listed in the
