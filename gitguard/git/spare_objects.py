@@ -52,7 +52,7 @@ class Spares:
                 self.names = []
                 return None
             try:
-                return os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+                return os.open(target, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.unlink(target)
@@ -68,6 +68,8 @@ class Spares:
                 self.names = sorted(os.listdir(self.dir), reverse=True)
             except OSError:
                 return None
+            if not self.names:
+                return None                 # all taken (the listing saw them go)
         name = self.names[-1]
         born, _, _ = name.partition(b"-")
         if not born.isdigit() or time.time_ns() - int(born) < REUSE_AFTER_NS:

@@ -8,6 +8,7 @@ import logging
 import os
 import stat
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -358,3 +359,45 @@ def test_packed_loose_files_are_reused_for_the_next_objects(repo: Path,
     gg(repo, "gc")
     assert os.listdir(spare_dir) == []
     readable(repo, every_object(repo, second.tree) + [commit])
+
+
+_WRITER = """
+import os, sys, zlib
+import pygit2
+from gitguard.git import pack_writer, spare_objects
+from gitguard.storage.store import Store
+from gitguard.workspace import discover
+spare_objects.REUSE_AFTER_NS = 0
+from pathlib import Path
+store = Store(discover(Path(sys.argv[1])))
+repo = pygit2.Repository(sys.argv[1])
+objects = pack_writer.loose_dir(repo, store)
+spares = pack_writer.spares_of(store)
+for n in range(int(sys.argv[3])):
+    data = f"{sys.argv[2]} {n}\\n".encode()
+    oid = bytes.fromhex(str(pygit2.hash(data)))
+    pack_writer.write_loose(objects, oid, pygit2.enums.ObjectType.BLOB, data, spares)
+    print(oid.hex())
+"""
+
+
+def test_two_processes_share_the_spares_and_every_object_reads_back(repo: Path) -> None:
+    """Two writers take spares at once (a daemon and a CLI call): a rename hands each spare
+    to one of them, and every object either wrote reads back whole."""
+    guard, inc = start(repo)
+    for n in range(6):
+        (repo / "src" / f"bulk{n}.py").write_text(f"bulk {n}\n" * 40)
+        made = inc.advance([os.fsencode(f"src/bulk{n}.py")])
+        guard.snap.commit(made.tree, "s1", {"kind": "test"})
+    assert packing.pack_gitguard_objects(guard.store).set_aside >= 12
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(repo), tag, "60"],
+                                stdout=subprocess.PIPE, text=True) for tag in ("one", "two")]
+    written = []
+    for writer in writers:
+        out, _ = writer.communicate(timeout=60)
+        assert writer.returncode == 0
+        written += out.split()
+    assert len(set(written)) == 120
+    assert len(os.listdir(guard.store.root / "spare-objects")) == 0, "the spares were used"
+    readable(repo, written)
+    git(repo, "fsck", "--strict", "--no-progress")
