@@ -25,16 +25,20 @@ import time
 SPARE_DIR = b"spare-objects"
 SPARE_MAX = 4096        # two packings' worth (~850-1,850 objects each): one has aged
 REUSE_AFTER_NS = 2_000_000_000
+SCAN_BATCH = 64         # spares a scan picks out (Spares._scan)
+_NEVER = 1 << 63
 _PRIVATE = 0o600        # writable by us while set aside; 0444 again once written
 
 
 class Spares:
-    """The spare files of one store (`<store>/spare-objects`), oldest taken first."""
+    """The spare files of one store (`<store>/spare-objects`)."""
 
     def __init__(self, store_dir: bytes) -> None:
         self.dir = os.path.join(store_dir, SPARE_DIR)
-        self.names: list[bytes] = []        # as listed, newest first
-        self.listed = -1                    # the directory's mtime when listed
+        self.names: list[bytes] = []        # spares old enough to take, from the last scan
+        self.listed = -1                    # the directory's mtime at the last scan
+        self.retry_at = 0                   # when the young spares it skipped come of age
+        self.failed = False                 # a rename failed for good (another filesystem)
 
     def take(self, target: bytes) -> int | None:
         """A spare renamed to `target` and opened for writing, or None. Not emptied: the
@@ -49,7 +53,7 @@ class Spares:
             except FileNotFoundError:
                 continue                    # another process took this one
             except OSError:
-                self.names = []
+                self.failed = True
                 return None
             try:
                 return os.open(target, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -59,22 +63,41 @@ class Spares:
                 return None
 
     def _next(self) -> bytes | None:
-        if not self.names:
-            try:
-                mtime = os.stat(self.dir).st_mtime_ns
-                if mtime == self.listed:
-                    return None
-                self.listed = mtime
-                self.names = sorted(os.listdir(self.dir), reverse=True)
-            except OSError:
-                return None
-            if not self.names:
-                return None                 # all taken (the listing saw them go)
-        name = self.names[-1]
-        born, _, _ = name.partition(b"-")
-        if not born.isdigit() or time.time_ns() - int(born) < REUSE_AFTER_NS:
-            return None                     # too fresh (or not ours): next time
+        if not self.names and not self._scan():
+            return None
         return self.names.pop()
+
+    def _scan(self) -> bool:
+        """Up to SCAN_BATCH spares old enough to take, in directory order: a process that
+        writes a few objects reads a few dozen names, not all 4,096 (a full listing and
+        sort took 2.5 ms). Scans again once the directory changed, or once the young
+        spares it passed over are old enough."""
+        if self.failed:
+            return False
+        now = time.time_ns()
+        try:
+            mtime = os.stat(self.dir).st_mtime_ns
+        except OSError:
+            return False
+        if mtime == self.listed and now < self.retry_at:
+            return False
+        self.listed = mtime
+        self.retry_at = _NEVER
+        try:
+            with os.scandir(self.dir) as entries:
+                for entry in entries:
+                    born, _, _ = entry.name.partition(b"-")
+                    if not born.isdigit():
+                        continue                # not ours
+                    if now - int(born) >= REUSE_AFTER_NS:
+                        self.names.append(entry.name)
+                        if len(self.names) >= SCAN_BATCH:
+                            break
+                    else:
+                        self.retry_at = min(self.retry_at, int(born) + REUSE_AFTER_NS)
+        except OSError:
+            return False
+        return bool(self.names)
 
 
 def _rename_into(spare: bytes, target: bytes) -> None:

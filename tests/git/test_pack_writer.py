@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -315,8 +316,7 @@ def test_gitguard_gc_deflates_the_trees_snapshot_packs_stored_raw(repo: Path) ->
     git(repo, "fsck", "--strict", "--no-progress")
 
 
-def test_packed_loose_files_are_reused_for_the_next_objects(repo: Path,
-                                                           monkeypatch: MonkeyPatch) -> None:
+def test_packed_loose_files_are_reused_for_the_next_objects(repo: Path) -> None:
     """Packing sets the packed loose files aside; the next loose objects are written into
     them (same inodes), read back right by git, 0444 as git's, and `gitguard gc` deletes
     what is left. A spare set aside just now is not taken (a reader may still hold it)."""
@@ -341,7 +341,7 @@ def test_packed_loose_files_are_reused_for_the_next_objects(repo: Path,
     fresh = inc.advance([b"src/fresh.py"])
     assert sorted(os.listdir(spare_dir)) == sorted(spares)
 
-    monkeypatch.setattr(spare_objects, "REUSE_AFTER_NS", 0)
+    time.sleep(spare_objects.REUSE_AFTER_NS / 1e9 + 0.1)   # now they are old enough
     inodes = {(spare_dir / n).stat().st_ino for n in spares}
     (repo / "src" / "second.py").write_text("second, written into a spare\n")
     second = inc.advance([b"src/second.py"])
