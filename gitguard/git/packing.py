@@ -289,9 +289,13 @@ def _pack_new(store: Store, repo: pygit2.Repository, tips: list[str], state: dic
             record(store, name)
         stats.objects += _pack_count(objects / "pack", name)
         stats.pack_bytes += _pack_size(objects / "pack", name)
-        # Packed now: their files are the next loose objects' (the rest: prune-packed).
-        stats.set_aside = spare_objects.set_aside(os.fsencode(store.root), os.fsencode(objects),
-                                                  [oid for oid, _ in loose])
+        # The loose files of what the new pack holds (by its index, not by what we asked
+        # for) are the next loose objects' files; the rest is prune-packed's to check.
+        table = _oid_table(objects / "pack", name)
+        held = {table[at:at + 20] for at in range(0, len(table), 20)}
+        stats.set_aside = spare_objects.set_aside(
+            os.fsencode(store.root), os.fsencode(objects),
+            [oid for oid, _ in loose if bytes.fromhex(oid) in held])
 
 
 def _write_pack(store: Store, listed: list[tuple[str, str]], incremental: bool,
