@@ -9,6 +9,7 @@ modules and compiler calls). It also keeps the `Guard` facade out of the layers 
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,3 +176,11 @@ def test_the_graph_sees_local_imports_and_skips_type_checking(tmp_path: Path) ->
     assert imported(source, {"gitguard", "gitguard.api", "gitguard.errors"}, "m",
                     type_checking=True) == {"gitguard.api", "gitguard.errors"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_is_named_like_the_standard_library() -> None:
+    """A module called `gc` or `trace` reads as the standard library's at a glance (issue
+    22, item 6), even where a package keeps it from shadowing the import."""
+    named = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
+                   if p.stem in sys.stdlib_module_names)
+    assert not named, f"modules named like the standard library's: {named}"
