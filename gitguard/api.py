@@ -243,6 +243,11 @@ class Guard:
         entry = ledger.read(self.store).get(call_id)
         background.note_started(self.store, task_id, call_id, entry.session_id)
 
+    def settle_windows(self) -> None:
+        """Close the attribution windows of calls no longer running (denied, ended
+        elsewhere, marked uncertain). Only the daemon keeps windows (`DaemonGuard`); a
+        Guard in a fresh process has none to close."""
+
     # queries --------------------------------------------------------------------------
     def status(self) -> Status:
         head, branch = self.snap.head_info()

@@ -10,7 +10,7 @@ with `--opt VALUE`, `--opt=VALUE`, flags, one call id); anything else (help, an 
 or misspelt option, a missing value, a bad choice, a value that looks like an option,
 two `-C`) returns None and goes through click, so click's messages stay click's.
 `gitguard.cli.entry` hands a fresh process's command line to `here`, the daemon hands its
-requests' to `run` (gitguard.daemon.call_requests). Both paths call the same
+requests' to `run` (`Daemon.run_cli`). Both paths call the same
 `begin_output`/`end_output` as the click commands, and a GitguardError or a bug ends in
 the one error boundary (gitguard.error_boundary): the same Error/Hint lines, exit code
 and crash log (tests/cli/test_call_without_click.py and
@@ -25,10 +25,14 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gitguard.error_boundary import echo, report
 from gitguard.errors import GitguardError
+
+if TYPE_CHECKING:
+    from gitguard.guard_context import GuardContext
+    from gitguard.models import Idempotency, ReplayPolicy, RiskLevel
 
 # What a parameter takes: one value (the last one wins, as in click), a file name ('-':
 # stdin), a value per repetition, nothing (a flag), the call id (the one positional
@@ -140,7 +144,7 @@ def here(argv: Sequence[str]) -> int | None:
     return run(parsed, lambda: Guard.open(path))
 
 
-def run(parsed: tuple[str, dict[str, Any]], open_guard: Callable[[], Any]) -> int:
+def run(parsed: tuple[str, dict[str, Any]], open_guard: Callable[[], GuardContext]) -> int:
     """As `gitguard.cli.main.run` runs the click command: the same output, exit code,
     Error/Hint lines and crash log."""
     verb, params = parsed
@@ -152,11 +156,12 @@ def run(parsed: tuple[str, dict[str, Any]], open_guard: Callable[[], Any]) -> in
     return 0
 
 
-def begin_output(guard: Any, *, tool: str, input_text: str | None, input_file: str | None,
+def begin_output(guard: GuardContext, *, tool: str, input_text: str | None, input_file: str | None,
                  step_id: str | None, call_id: str | None, writes: tuple[str, ...],
-                 idempotency: str | None, replay: str | None, risk: str | None,
-                 side_effects: tuple[str, ...], session_id: str | None, confirm: bool,
-                 force_replay: bool, as_json: bool) -> str:
+                 idempotency: Idempotency | None, replay: ReplayPolicy | None,
+                 risk: RiskLevel | None, side_effects: tuple[str, ...],
+                 session_id: str | None, confirm: bool, force_replay: bool,
+                 as_json: bool) -> str:
     """Record a call as planned, snapshot, record it started; the text to print."""
     tool_input = read_json_arg(input_text, input_file, "--input")
     if tool_input is None:
@@ -170,7 +175,7 @@ def begin_output(guard: Any, *, tool: str, input_text: str | None, input_file: s
     return _json(entry.to_json()) if as_json else str(entry.call_id)
 
 
-def end_output(guard: Any, *, call_id: str, status: str, result_text: str | None,
+def end_output(guard: GuardContext, *, call_id: str, status: str, result_text: str | None,
                result_file: str | None, as_json: bool) -> str:
     """Snapshot and record the call's outcome and patches; the text to print."""
     entry = guard.end_call(call_id, status, read_result(result_text, result_file))

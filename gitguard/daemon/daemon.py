@@ -12,7 +12,7 @@ handlers in OPS at the end of this module:
 * `call.begin`, `call.end`, `hook`: a command line, run through the same click
   command as the CLI (same output, same exit code) against the daemon's Guard; the
   plain `call begin`/`call end` lines hooks send skip click's parser
-  (`gitguard.daemon.call_requests`, byte-for-byte the same answers);
+  (`gitguard.cli.call_parser`, the same option table; byte-for-byte the same answers);
 * `api.begin_call`, `api.end_call`: the Python API's calls (`ipc/api_client.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
 * `resume`, `explain`: those command lines (`gitguard.daemon.recovery_requests`);
@@ -41,8 +41,8 @@ import pygit2
 from gitguard import jsontext, nativeclient, store_discovery
 from gitguard.api import Guard
 from gitguard.calls import lifecycle
-from gitguard.cli import entry
-from gitguard.daemon import call_requests, recovery_requests
+from gitguard.cli import call_parser, entry
+from gitguard.daemon import recovery_requests
 from gitguard.daemon.client_context import client_context
 from gitguard.daemon.engine import Engine, Item, Job
 from gitguard.daemon.request_stats import RequestStats
@@ -89,8 +89,7 @@ class DaemonGuard(Guard):
 
     def begin_call(self, tool: str, tool_input: Mapping[str, Any], **options: Any
                    ) -> ToolLedgerEntry:
-        if self.engine.tracker.windows:
-            self.engine.settle_windows(journal.read(self.store))
+        self.settle_windows()
         entry = lifecycle.begin(self, tool, tool_input, **options)
         self._bookkeeping(self.engine.opened, entry, dict(tool_input))
         return entry
@@ -107,6 +106,10 @@ class DaemonGuard(Guard):
     def background_call(self, call_id: str, task_id: str) -> None:
         super().background_call(call_id, task_id)
         self.engine.tracker.to_background(call_id)
+
+    def settle_windows(self) -> None:
+        if self.engine.tracker.windows:
+            self.engine.settle_windows(journal.read(self.store))
 
     def _bookkeeping(self, step: Any, *args: Any) -> None:
         """The call is in the ledger: attribution trouble must not make it look failed.
@@ -407,14 +410,15 @@ class Daemon:
         env = args.get("env") if isinstance(args.get("env"), dict) else None
         words = [str(a) for a in argv]
         # `call begin`/`call end` in the shapes hooks send skip click (~3-5 ms a request);
-        # anything else, help and every usage error included, is click's.
-        parsed = call_requests.parse(words)
+        # anything else, help and every usage error included, is click's
+        # (tests/daemon/test_daemon_calls_match_cli.py compares the two byte for byte).
+        parsed = call_parser.parse(words)
         with client_context(cwd, env, stdin) as (out, err):
             # In the client's environment: its GIT_DIR and GIT_WORK_TREE say whose it is.
             if not self._mine(cwd):
                 return {"fallback": True, "reason": "another workspace"}
             if parsed is not None:
-                code = call_requests.run(parsed, self.guard)
+                code = call_parser.run(parsed, lambda: self.guard)
             else:
                 code = main.run(["-C", cwd, *words], self._open_guard)
         return {"exit": code, "stdout": out.getvalue().decode("utf-8", "surrogateescape"),

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gitguard.ledger import journal
-
 if TYPE_CHECKING:
     from gitguard.daemon.daemon import Daemon
 
@@ -34,10 +32,7 @@ def handle(daemon: Daemon, op: str, args: dict[str, Any]) -> dict[str, Any]:
 def _close_windows(daemon: Daemon) -> None:
     """The calls resume marked uncertain stop collecting changes now, not at the next
     `call begin`: what happens in the workspace from here on is not theirs."""
-    engine = daemon.engine
-    if not engine.tracker.windows:
-        return
     try:
-        engine.settle_windows(journal.read(daemon.guard.store))
+        daemon.guard.settle_windows()
     except Exception:  # noqa: BLE001 - resume has answered; the next begin settles them again
-        engine.log.exception("closing the windows of resumed calls failed")
+        daemon.log.exception("closing the windows of resumed calls failed")

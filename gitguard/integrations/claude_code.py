@@ -290,7 +290,7 @@ def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     reason = payload.get("reason") or payload.get("message") or "permission denied"
     with suppress(IllegalTransition):       # a repeated event
         lifecycle.close_unrun(guard, entry.call_id, f"denied: {reason}; the tool did not run")
-        dangling.close_windows(guard)
+        guard.settle_windows()
     return {}
 
 

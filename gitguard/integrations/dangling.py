@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gitguard.calls import background, lifecycle
 from gitguard.errors import IllegalTransition
@@ -117,7 +117,7 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
             unsure[entry.call_id] = ("it may not have run (denied, blocked) or gitguard's "
                                      "PostToolUse hook failed")
     if failed:
-        close_windows(guard)
+        guard.settle_windows()
     if not unsure and not turn_over:
         return Settled(None, tuple(failed), ())
     made = guard.checkpoint("post", step, session_id=session_id,
@@ -136,11 +136,5 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
             trace_log.emit(guard.store, "recovery", "recovery.no_end", session_id=session_id,
                            step=step, neverRan=failed, uncertain=uncertain)
     if uncertain:
-        close_windows(guard)
+        guard.settle_windows()
     return Settled(made.checkpoint_id, tuple(failed), tuple(uncertain))
-
-
-def close_windows(guard: Guard) -> None:
-    engine: Any = getattr(guard, "engine", None)
-    if engine is not None:     # in the daemon: close their windows now
-        engine.settle_windows(journal.read(guard.store))

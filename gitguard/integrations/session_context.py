@@ -8,15 +8,13 @@ must not run again, and what to do.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gitguard.integrations import hooklog
 from gitguard.ledger import journal, sessions
 from gitguard.ledger.steps import interrupted, last_completed
 from gitguard.models import ToolLedgerEntry
+from gitguard.recovery import resume
 from gitguard.snapshot import checkpoints
 
 if TYPE_CHECKING:
@@ -34,21 +32,10 @@ def recovery_note(guard: Guard, session_id: str | None) -> str:
     """
     session_id = _subject(guard, session_id)
     try:
-        recovery = importlib.import_module("gitguard.recovery.resume")
-        resume = getattr(recovery, "resume", None)
-        if not callable(resume):
-            return ledger_note(guard, session_id)
-        accepted = inspect.signature(resume).parameters
-        options = {"session_id": session_id} if "session_id" in accepted else {}
-        note = _note_of(resume(guard, **options))
-    except ModuleNotFoundError as exc:
-        if exc.name != "gitguard.recovery.resume":
-            hooklog.log_failure(guard.store.root, "recovery.resume", exc)
-        note = None
-    except Exception as exc:  # the hook answers with the ledger's note instead
+        return resume.resume(guard, session_id=session_id).note
+    except Exception as exc:  # noqa: BLE001 - the hook answers with the ledger's note instead
         hooklog.log_failure(guard.store.root, "recovery.resume", exc)
-        note = None
-    return note if note is not None else ledger_note(guard, session_id)
+        return ledger_note(guard, session_id)
 
 
 def _subject(guard: Guard, session_id: str | None) -> str | None:
@@ -65,18 +52,6 @@ def _subject(guard: Guard, session_id: str | None) -> str | None:
         if sid in with_calls:
             return sid
     return session_id
-
-
-def _note_of(result: Any) -> str | None:
-    if isinstance(result, str):
-        return result
-    if isinstance(result, Mapping):
-        value = result.get("recoveryNote")
-    else:
-        value = getattr(result, "recovery_note", None)
-        if value is None and hasattr(result, "to_json"):
-            value = result.to_json().get("recoveryNote")
-    return value if isinstance(value, str) else None
 
 
 def _label(entry: ToolLedgerEntry) -> str:

@@ -114,7 +114,7 @@ def test_a_full_disk_is_an_error_the_user_can_fix(repo_on: Path, small_fs: Path,
 
 @pytest.mark.parametrize("free_kib", [0, 8])
 def test_a_full_disk_through_the_daemon(repo_on: Path, small_fs: Path, free_kib: int) -> None:
-    """The daemon's own boundary (call_requests) printed 'internal error: OSError' (exit 3),
+    """The daemon's fast call path printed 'internal error: OSError' (exit 3),
     and its state file's temp file was left behind."""
     with running_daemon(repo_on):
         fill(small_fs, free_kib)

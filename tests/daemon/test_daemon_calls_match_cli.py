@@ -1,4 +1,4 @@
-"""`call begin`/`call end` in the daemon without click (gitguard.daemon.call_requests) print and
+"""`call begin`/`call end` in the daemon without click (gitguard.cli.call_parser) print and
 exit exactly as through click, for good and bad input alike."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard.daemon import call_requests
+from gitguard.cli import call_parser
 from gitguard.daemon.daemon import Daemon
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
@@ -72,7 +72,7 @@ def _run(repo: Path, fast: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[
     try:
         with monkeypatch.context() as patched:
             if not fast:
-                patched.setattr(call_requests, "parse", lambda argv: None)
+                patched.setattr(call_parser, "parse", lambda argv: None)
             for argv, stdin, edit, _ in SCRIPT:
                 if edit is not None:
                     (repo / edit).write_text(f"written by the agent: {edit}\n")
@@ -87,7 +87,7 @@ def _run(repo: Path, fast: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[
 
 def test_the_parser_takes_the_plain_shapes_and_leaves_the_rest_to_click() -> None:
     for argv, _, _, fast in SCRIPT:
-        assert (call_requests.parse(argv) is not None) == fast, argv
+        assert (call_parser.parse(argv) is not None) == fast, argv
 
 
 def test_direct_dispatch_prints_and_exits_exactly_as_click(repo: Path, tmp_path: Path,

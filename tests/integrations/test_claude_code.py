@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from gitguard.api import Guard
 from gitguard.integrations import claude_code
+from gitguard.recovery import resume
 from gitguard.storage import durable
 from tests.helpers.commands import gg, git
 from tests.helpers.hooks import hook_cc, payload
@@ -154,29 +153,24 @@ def test_codex_events_have_the_same_shape(repo: Path) -> None:
     assert git(repo, "status", "--porcelain") == ""  # nothing written into the worktree
 
 
-def test_the_recovery_module_is_used_when_it_answers(repo: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """gitguard.recovery.resume gives the note; a failing one falls back."""
+def test_the_note_is_resumes_and_a_failing_resume_falls_back_to_the_ledgers(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gitguard.recovery.resume gives the note; when it raises, the ledger's note is given
+    and the failure logged."""
     guard = Guard.open(repo)
     claude_code.handle(guard, payload("claude_code/pre_tool_use_bash.json", repo))
-    asked: list[str | None] = []
-
-    def resume(guard: Guard, session_id: str | None = None) -> dict[str, str]:
-        asked.append(session_id)
-        return {"checkpointId": "ckpt_x", "recoveryNote": "System resumed from checkpoint."}
-
-    module = types.ModuleType("gitguard.recovery.resume")
-    module.resume = resume  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gitguard.recovery.resume", module)
     event = payload("claude_code/session_start_resume.json", repo)
-    answer = claude_code.handle(guard, event)["hookSpecificOutput"]
-    assert answer["additionalContext"] == "System resumed from checkpoint." and asked == [SESSION]
+    note = claude_code.handle(guard, event)["hookSpecificOutput"]["additionalContext"]
+    assert note.startswith("System resumed from checkpoint.\nCheckpoint: ckpt_")
+    assert "Tool Bash(toolu_01NpmPublish3Rt) started but its outcome is unknown" in note
 
-    def broken(guard: Guard) -> None:
+    def broken(guard: Guard, *, checkpoint_id: str | None = None,
+               session_id: str | None = None) -> resume.ResumeResult:
         raise RuntimeError("resume is not finished")
 
-    module.resume = broken  # type: ignore[attr-defined]
+    monkeypatch.setattr(resume, "resume", broken)
     note = claude_code.handle(guard, event)["hookSpecificOutput"]["additionalContext"]
+    assert note.startswith("System resumed; gitguard's ledger of this session says:")
     assert "Bash(toolu_01NpmPublish3Rt) started `npm publish`" in note
     assert "resume is not finished" in (repo / ".git/gitguard/hook-errors.log").read_text()
 

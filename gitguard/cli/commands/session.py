@@ -1,10 +1,13 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitguard.cli.main import Ctx, emit, json_option, pass_ctx
+
+if TYPE_CHECKING:
+    from gitguard.api import Guard
 
 
 @click.command()
@@ -40,7 +43,7 @@ def init(ctx: Ctx, no_hooks: bool, no_daemon: bool, as_json: bool) -> None:
     emit(value, as_json, human)
 
 
-def _install_hooks(guard: Any, no_hooks: bool, value: dict[str, Any]) -> list[str]:
+def _install_hooks(guard: Guard, no_hooks: bool, value: dict[str, Any]) -> list[str]:
     """`hooks install` unless told not to; a hooks directory gitguard must not write into
     (core.hooksPath tracked or shared) leaves the store made and says why, with the hint."""
     from gitguard.errors import GitguardError
@@ -61,7 +64,7 @@ def _install_hooks(guard: Any, no_hooks: bool, value: dict[str, Any]) -> list[st
                     "`git push --mirror`; `gitguard hooks status` shows them)"]
 
 
-def _start_daemon(guard: Any, no_daemon: bool, value: dict[str, Any]) -> str:
+def _start_daemon(guard: Guard, no_daemon: bool, value: dict[str, Any]) -> str:
     """Start the watcher daemon unless told not to; init succeeds without it."""
     from gitguard.errors import GitguardError
     from gitguard.ipc import control
