@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -25,8 +28,21 @@ from tests.helpers.daemons import running_daemon, store_of
 from tests.helpers.hooks import payload, run_git, with_branch_and_remote
 
 NATIVE = nativeclient.PROGRAM
-assert os.access(NATIVE, os.X_OK), \
-    "the package's native client is built (`make .venv/.installed` with a C compiler)"
+
+
+def _compiler() -> str | None:
+    """The C compiler setup.py would use, when this machine has one."""
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shutil.which(shlex.split(command)[0])
+
+
+if not os.access(NATIVE, os.X_OK):
+    if _compiler() is None:     # installed as designed: no client, the Python entry runs
+        pytest.skip("no C compiler on this machine, so the package has no native client; "
+                    "the hooks start Python (the other suites cover that path)",
+                    allow_module_level=True)
+    raise AssertionError("a C compiler is here but the native client is not built: "
+                         "run `make .venv/.installed` (setup.py builds it)")
 
 
 @pytest.fixture(autouse=True)
