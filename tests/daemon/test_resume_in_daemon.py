@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import nativeclient
 from tests.helpers.commands import gg
 from tests.helpers.daemons import request, running_daemon
+from tests.helpers.native import program as built_client
 
 ENV = {"GITGUARD_NOW": "2026-03-04T05:06:07Z", "GITGUARD_SESSION": "s1"}
 HEAVY = {"pygit2", "pydantic", "click", "watchdog"}
@@ -93,8 +93,7 @@ def test_the_native_client_resumes_as_the_python_client(repo: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITGUARD_NATIVE", "1")
     crashed_run(repo)
-    native = nativeclient.program()
-    assert native is not None, "the package's native client is built"
+    native = built_client()
     with running_daemon(repo):
         for args in (("explain", "--json"), ("resume", "--json"), ("resume",),
                      ("resume", "--session", "nobody")):

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from gitguard import nativeclient, store_discovery
+from gitguard import store_discovery
 from gitguard.ipc import client
 from gitguard.workspace import discover
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import alive, wait_for
 from tests.helpers.gitstate import capture
+from tests.helpers.native import program as built_client
 
 
 def _dotfiles(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -85,8 +86,7 @@ def test_the_native_client_finds_the_dotfiles_daemon(
     monkeypatch.setenv("GITGUARD_NATIVE", "1")
     home, bare, env = _dotfiles(tmp_path)
     gg(home, "init", "--no-hooks", "--no-daemon", env=env)
-    native = nativeclient.program()
-    assert native is not None, "the package's native client is built"
+    native = built_client()
     gg(home, "daemon", "start", env=env)
     try:
         answered = subprocess.run([str(native), sys.executable, "call", "begin", "--tool",

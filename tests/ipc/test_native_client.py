@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from gitguard.ipc import client, wire
 from gitguard.ledger import git_moves
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
+from tests.helpers import native
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import running_daemon, store_of
 from tests.helpers.hooks import payload, run_git, with_branch_and_remote
@@ -30,19 +28,8 @@ from tests.helpers.hooks import payload, run_git, with_branch_and_remote
 NATIVE = nativeclient.PROGRAM
 
 
-def _compiler() -> str | None:
-    """The C compiler setup.py would use, when this machine has one."""
-    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    return shutil.which(shlex.split(command)[0])
-
-
-if not os.access(NATIVE, os.X_OK):
-    if _compiler() is None:     # installed as designed: no client, the Python entry runs
-        pytest.skip("no C compiler on this machine, so the package has no native client; "
-                    "the hooks start Python (the other suites cover that path)",
-                    allow_module_level=True)
-    raise AssertionError("a C compiler is here but the native client is not built: "
-                         "run `make .venv/.installed` (setup.py builds it)")
+if not native.built():
+    pytest.skip(native.NO_COMPILER, allow_module_level=True)
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from gitguard.ipc import client
 from tests.helpers.commands import gg, git
 from tests.helpers.daemons import alive, wait_for
 from tests.helpers.gitstate import GitState
+from tests.helpers.native import program as built_client
 
 ANTHROPIC = "sk-ant-api03-" + "Abc123xyz" * 5
 GITHUB = "ghp_FAKEabcdefghijklmnopqrstuvwxyz012345"
@@ -41,6 +42,8 @@ def test_a_fresh_store_verifies_after_every_installer(repo: Path, state_of: GitS
                                                       daemon: bool, native: str) -> None:
     """init, integrate claude-code, integrate codex, hooks install: verify exits 0, the
     store holds no program (the native client is the package's), and the hooks run."""
+    if native == "1":
+        built_client()
     env = {"GITGUARD_NATIVE": native, "GITGUARD_NO_DAEMON": "0" if daemon else "1"}
     try:
         gg(repo, "init", env=env)
