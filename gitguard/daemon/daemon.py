@@ -305,7 +305,7 @@ class Daemon:
         op = str(request.get("op", ""))
         args = request.get("args") or {}
         if not isinstance(args, dict):
-            return {"exit": 2, "stdout": "", "stderr": "Error: request args must be an object\n"}
+            return {"fallback": True, "reason": "the request's args are not an object"}
         if op == "cli":     # a command line as typed (the native client sends every one)
             found = entry.forwarded(args)       # client.FORWARDED says which ones run here
             if isinstance(found, str):

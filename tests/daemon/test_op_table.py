@@ -4,6 +4,7 @@ exactly the ones marked as a tool call's, and answers every forwarded command li
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 import pytest
 
 from gitguard.cli import entry
-from gitguard.daemon.daemon import OPS
+from gitguard.daemon.daemon import OPS, Daemon
 from gitguard.ipc import client
+from gitguard.workspace import discover
 from tests.helpers.commands import gg
 from tests.helpers.daemons import alive, request, store_of, wait_for
 
@@ -79,3 +81,17 @@ def test_every_forwarded_command_line_has_its_op(words: tuple[str, ...], op: str
 def test_nothing_else_is_forwarded() -> None:
     for line in (["status"], ["call"], ["call", "list"], ["ledger", "--json"], ["hooks"]):
         assert entry.op_of(line) is None, line
+
+
+def test_a_request_whose_args_are_not_an_object_is_left_to_its_client(repo: Path) -> None:
+    """No client of this version sends one; the daemon says so instead of answering with
+    Error text of its own, and the client then runs the command itself."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    daemon = Daemon(discover(repo), logging.getLogger("gitguard.test"))
+    daemon.start(serve_socket=False)
+    try:
+        for op in OPS:
+            assert daemon.handle({"op": op, "args": ["resume"]}) == {
+                "fallback": True, "reason": "the request's args are not an object"}, op
+    finally:
+        daemon.shutdown()
