@@ -197,3 +197,26 @@ def lookup(repo: pygit2.Repository, tree: str | pygit2.Tree, rel: str) -> FileSt
     if entry.filemode == GITLINK:
         return FileState(str(entry.id), GITLINK)
     return None
+
+
+def blob_holder(repo: pygit2.Repository, blob_ids: Iterable[str],
+                base: pygit2.Tree | None = None) -> pygit2.Oid | None:
+    """A tree that keeps blobs reachable: `base`'s blobs plus `blob_ids`, each at
+    `<first two hex digits>/<the rest>` (a fan-out, so no level grows past a few hundred
+    entries). None when `base` already holds every one of them."""
+    fanout: dict[str, list[str]] = {}
+    for oid in dict.fromkeys(blob_ids):
+        sub = base[oid[:2]] if base is not None and oid[:2] in base else None
+        if not (isinstance(sub, pygit2.Tree) and oid[2:] in sub):
+            fanout.setdefault(oid[:2], []).append(oid)
+    if not fanout:
+        return None
+    root = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    for prefix, oids in sorted(fanout.items()):
+        existing = base[prefix] if base is not None and prefix in base else None
+        sub_builder = (repo.TreeBuilder(existing) if isinstance(existing, pygit2.Tree)
+                       else repo.TreeBuilder())
+        for oid in oids:
+            sub_builder.insert(oid[2:], pygit2.Oid(hex=oid), REGULAR)
+        root.insert(prefix, sub_builder.write(), TREE)
+    return root.write()

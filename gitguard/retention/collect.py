@@ -35,7 +35,8 @@ from gitguard import clock, faults
 from gitguard import verify as verify_mod
 from gitguard.errors import GitguardError
 from gitguard.git import packing, spare_objects
-from gitguard.git.objects import REGULAR, TREE, reference
+from gitguard.git.objects import reference
+from gitguard.git.tree_edit import blob_holder
 from gitguard.ledger import fold, journal, segment
 from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
 from gitguard.retention import artifacts, attribution
@@ -369,19 +370,10 @@ def _rebuild(repo: pygit2.Repository, kept: list[str], moved: dict[str, str]) ->
 
 def _holder(repo: pygit2.Repository, blobs: list[str], message: str) -> str:
     """A parentless commit whose tree holds `blobs` (two-level fan-out by oid)."""
-    fanout: dict[str, list[str]] = {}
-    for oid in blobs:
-        if oid in repo:
-            fanout.setdefault(oid[:2], []).append(oid)
-    root = repo.TreeBuilder()
-    for prefix, oids in sorted(fanout.items()):
-        sub = repo.TreeBuilder()
-        for oid in oids:
-            sub.insert(oid[2:], pygit2.Oid(hex=oid), REGULAR)
-        root.insert(prefix, sub.write(), TREE)
+    tree = blob_holder(repo, [oid for oid in blobs if oid in repo]) or repo.TreeBuilder().write()
     moment = int(clock.now().timestamp())
     sig = pygit2.Signature(*AUTHOR, moment, 0)
-    return str(repo.create_commit(None, sig, sig, message, root.write(), []))
+    return str(repo.create_commit(None, sig, sig, message, tree, []))
 
 
 def _keep_conflict_blobs(store: Store, repo: pygit2.Repository) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 import pygit2
 
 from gitguard import clock
-from gitguard.git.objects import REGULAR, TREE, read_blob, reference
+from gitguard.git.objects import read_blob, reference
+from gitguard.git.tree_edit import blob_holder
 from gitguard.models import Checkpoint
 from gitguard.snapshot.snapshotter import Snapshotter
 from gitguard.storage import durable
@@ -40,26 +41,13 @@ def _keep_reachable(snap: Snapshotter, session_id: str, blob_ids: list[str]) -> 
     ref = reference(repo, MESSAGES_REF + session_id)
     head = repo.get(ref.target) if ref is not None else None
     root = head.tree if isinstance(head, pygit2.Commit) else None
-    fanout: dict[str, list[str]] = {}
-    for oid in dict.fromkeys(blob_ids):
-        sub = root[oid[:2]] if root is not None and oid[:2] in root else None
-        if sub is not None and oid[2:] in sub:
-            continue
-        fanout.setdefault(oid[:2], []).append(oid)
-    if not fanout:
+    tree = blob_holder(repo, blob_ids, root)
+    if tree is None:        # every one of them is held already
         return
-    root_builder = repo.TreeBuilder(root) if root is not None else repo.TreeBuilder()
-    for prefix, oids in fanout.items():
-        existing = root[prefix] if root is not None and prefix in root else None
-        builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
-        for oid in oids:
-            builder.insert(oid[2:], pygit2.Oid(hex=oid), REGULAR)
-        root_builder.insert(prefix, builder.write(), TREE)
     moment = clock.now()
     sig = pygit2.Signature("gitguard", "gitguard@localhost", int(moment.timestamp()), 0)
     parents: list[pygit2.Oid] = [head.id] if isinstance(head, pygit2.Commit) else []
-    commit = repo.create_commit(None, sig, sig, "gitguard messages\n", root_builder.write(),
-                                parents)
+    commit = repo.create_commit(None, sig, sig, "gitguard messages\n", tree, parents)
     repo.references.create(MESSAGES_REF + session_id, commit, force=True)
 
 
