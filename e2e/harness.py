@@ -354,18 +354,21 @@ def _codex_config(repo: Repo) -> None:
         'trust_level = "trusted"\n')
 
 
-def codex_argv(prompt: str, *extra: str, resume: str | None = None) -> list[str]:
-    argv = [str(BIN / "codex"), "exec", "--json", "--skip-git-repo-check",
-            "--dangerously-bypass-hook-trust", *extra]
+def codex_argv(prompt: str, *extra: str, resume: str | None = None,
+               trust_hooks: bool = True) -> list[str]:
+    """`codex exec`; with `trust_hooks`, the project's hooks run as if trusted in `/hooks`."""
+    trust = ["--dangerously-bypass-hook-trust"] if trust_hooks else []
+    argv = [str(BIN / "codex"), "exec", "--json", "--skip-git-repo-check", *trust, *extra]
     if resume is not None:
         argv += ["resume", resume]
     return [*argv, prompt]
 
 
 def codex(repo: Repo, words: str, script: list[dict[str, Any]], *extra: str,
-          resume: str | None = None, timeout: float = 180) -> Run:
-    run, _ = _spawn(repo, codex_argv(script_prompt(words, script), *extra, resume=resume),
-                    until=None, timeout=timeout)
+          resume: str | None = None, trust_hooks: bool = True, timeout: float = 180) -> Run:
+    argv = codex_argv(script_prompt(words, script), *extra, resume=resume,
+                      trust_hooks=trust_hooks)
+    run, _ = _spawn(repo, argv, until=None, timeout=timeout)
     return run
 
 

@@ -1,5 +1,5 @@
-"""The real Codex CLI (`codex exec --json`, hooks trusted with
-`--dangerously-bypass-hook-trust`) against the scripted Responses API."""
+"""The real Codex CLI (`codex exec --json`) against the scripted Responses API: with the
+project's hooks trusted (`--dangerously-bypass-hook-trust`), and before they are."""
 
 from __future__ import annotations
 
@@ -72,3 +72,19 @@ def test_codex_failures_patches_and_a_publish_that_must_not_run_twice(make_repo:
                if i.get("type") == "function_call_output" and i.get("call_id") == resumed_id]
     assert outputs and "must not run twice" in str(outputs[0]["output"]), outputs
     assert repo.server.count("publish") == 1
+
+
+def test_untrusted_hooks_never_reach_gitguard_and_status_says_so(make_repo: Any) -> None:
+    """Codex runs a project's hooks only once the user trusts them in `/hooks`. Until then
+    gitguard records nothing of Codex's calls, and `gitguard status` says so with the way
+    out, instead of looking like a guarded session."""
+    repo: Repo = make_repo(daemon=False, agents=("codex",))
+    run = codex(repo, "write a file", [{"tools": [_exec("echo hi > untrusted.txt")]},
+                                        {"text": "done"}], trust_hooks=False)
+    assert run.returncode == 0, (run.returncode, run.stderr[-3000:])
+    assert repo.read("untrusted.txt") == "hi\n", "the command ran"
+    assert repo.ledger() == []
+    [codex_agent] = [a for a in repo.gg_json("status")["agents"] if a["agent"] == "codex"]
+    assert codex_agent["reached"] is False
+    status = repo.gitguard("status").stdout
+    assert "agent codex: integrated" in status and "/hooks" in status, status
