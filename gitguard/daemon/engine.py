@@ -336,7 +336,7 @@ class Engine:
         self.tree = IncrementalTree(self.repo, str(self.ws.root),
                                     self.snap.settings.untracked_size_cap, result.tree,
                                     result.skipped, store_names=_store_names(self),
-                                    store=self.store)
+                                    store=self.store, skip_dirs=self.snap.settings.skip_dirs)
         self.ignored_memo.clear()
         if self.rules_changed:
             # A directory no longer ignored needs the watch it was spared; the events of

@@ -8,6 +8,9 @@ against gitguard's stat index), so both give the same tree:
 * a path already in the previous tree stays tracked, ignored or not, any size;
 * a new path is left out when git ignores it, and listed as skipped when it is a
   regular file above the size cap;
+* a new directory named in skip_dirs (node_modules, .venv, ...) is left out and listed
+  as skipped (`node_modules/`), with everything in it, unless git ignores it (then it
+  is not listed); one the previous tree holds files of is an ordinary directory;
 * `.git` (and the non-git store) never enter; a nested repository is left out, a
   submodule (gitlink) is kept as it is; fifos and sockets are not files;
 * the executable bit is the owner's x bit; a symlink is a blob of its target.
@@ -93,7 +96,7 @@ class IncrementalTree:
 
     def __init__(self, repo: pygit2.Repository, root: str, size_cap: int, tree: str,
                  skipped: Iterable[str], store_names: Iterable[bytes] = (b".git",),
-                 store: Store | None = None) -> None:
+                 store: Store | None = None, skip_dirs: Iterable[str] = ()) -> None:
         self.repo = repo
         self.store = store
         self.root = os.fsencode(root)
@@ -101,6 +104,7 @@ class IncrementalTree:
         self.tree = tree
         self.skipped = set(skipped)
         self.store_names = frozenset(store_names)
+        self.skip_dirs = frozenset(os.fsencode(n) for n in skip_dirs)
         self._parsed: dict[bytes, Entries] = {}     # raw tree id -> its entries
         self._new: dict[bytes, tuple[int, bytes]] = {}
         self._dirs: dict[bytes, bool] = {}          # this advance: is it a real directory
@@ -187,10 +191,15 @@ class IncrementalTree:
         rel = os.fsdecode(path)
         self.skipped.discard(rel)
         self.skipped -= {s for s in self.skipped if s.startswith(rel + "/")}
+        if self._in_dependency_dir(parts):
+            node.children.clear()
+            node.delete = True      # untracked, under a directory no tree holds
+            return
         info = self._lstat(parts)
         if info is not None and stat.S_ISDIR(info.st_mode):
             node.children.clear()
-            if tracked is None and self._ignored(path + b"/"):
+            if tracked is None and (self._ignored(path + b"/")
+                                    or self._dependency_dir(path, parts[-1])):
                 node.delete = True
                 return
             node.replace = True
@@ -199,6 +208,26 @@ class IncrementalTree:
         leaf = self._leaf(path, info) if info is not None else None
         node.children.clear()
         node.leaf, node.delete = leaf, leaf is None
+
+    def _in_dependency_dir(self, parts: list[bytes]) -> bool:
+        """Whether a parent of the path is a new dependency directory (listed as skipped
+        here unless git ignores it). A tracked parent is an ordinary directory."""
+        for depth in range(1, len(parts)):
+            if parts[depth - 1] in self.skip_dirs:
+                prefix = b"/".join(parts[:depth])
+                if self._at(prefix) is None and self._is_dir(prefix):
+                    self._dependency_dir(prefix, parts[depth - 1])
+                    return True
+        return False
+
+    def _dependency_dir(self, path: bytes, name: bytes) -> bool:
+        """Whether the untracked directory `path` is one to leave out (its name is in
+        skip_dirs); listed as skipped, as git status shows it, unless git ignores it."""
+        if name not in self.skip_dirs:
+            return False
+        if not self._ignored(path + b"/"):
+            self.skipped.add(os.fsdecode(path) + "/")
+        return True
 
     def _lstat(self, parts: list[bytes]) -> os.stat_result | None:
         """`stat_scan.lstat_inside`, its ancestor checks remembered for this advance:
@@ -287,7 +316,8 @@ class IncrementalTree:
                 if tracked is not None and tracked.startswith(GITLINK_MODE):
                     node.children[name] = _Node(leaf=Leaf(tracked[-20:], GITLINK))
                     continue
-                if tracked is None and self._ignored(child_path + b"/"):
+                if tracked is None and (self._ignored(child_path + b"/")
+                                        or self._dependency_dir(child_path, name)):
                     continue
                 child = _Node(replace=True)
                 self._walk(child_path, child)

@@ -167,7 +167,8 @@ def advance(snap: Snapshotter, state: LagState, paths: Iterable[bytes],
     # Objects go loose, as `git update-index` and `git write-tree` wrote them: without the
     # daemon, `calls.end` packs them (packing.maybe_pack) once there are enough.
     builder = IncrementalTree(snap.repo, str(snap.ws.root), snap.settings.untracked_size_cap,
-                              state.tree, skipped, store=None)
+                              state.tree, skipped, store=None,
+                              skip_dirs=snap.settings.skip_dirs)
     try:
         result = builder.advance(todo)
     except (NeedsFullScan, KeyError):

@@ -9,37 +9,46 @@ import json
 from pathlib import Path
 
 import click
+import pytest
 
 from tests.helpers.commands import gg, git
+from tests.helpers.daemons import daemon_if
 from tests.helpers.gitstate import capture
 
 REAL = Path(click.__file__).with_name("termui.py")   # a real file nobody here wrote
 
 
 def _start(repo: Path) -> str:
-    gg(repo, "init", "--no-hooks")
+    gg(repo, "init", "--no-hooks", "--no-daemon")
     return str(json.loads(gg(repo, "checkpoint", "--json").stdout)["checkpointId"])
 
 
-def test_a_rollback_names_what_it_could_not_touch(repo: Path) -> None:
+@pytest.mark.parametrize("daemon", [False, True], ids=["no-daemon", "daemon"])
+def test_a_rollback_names_what_it_could_not_touch(repo: Path, daemon: bool) -> None:
+    """The daemon's trees leave out what the scan leaves out: with it, the new
+    node_modules/ was once snapshotted, so rollback deleted it without a word."""
     before = capture(repo)
     first = _start(repo)
     script = ("head -c 52428800 /dev/zero > model.bin && mkdir -p node_modules/left-pad && "
               "echo 'module.exports = 1' > node_modules/left-pad/index.js && "
               "echo agent >> src/app.py")
-    gg(repo, "run", "--", "sh", "-c", script)
-    why = {"model.bin": "over the size cap", "node_modules": "in a skipped directory"}
-    planned = gg(repo, "rollback-files", "--to", first, "--dry-run").stdout
-    for path, reason in why.items():
-        assert f"left    {path}: {reason}" in planned, planned
-    done = json.loads(gg(repo, "rollback-files", "--to", first, "--json").stdout)
-    assert done["restored"] == ["src/app.py"]
-    assert {item["path"]: item["reason"].split(" (")[0] for item in done["left"]} == why
-    assert (repo / "model.bin").stat().st_size == 52428800, "left as it is, and said so"
-    assert (repo / "node_modules" / "left-pad" / "index.js").exists()
-    again = json.loads(gg(repo, "rollback-files", "--to", first, "--json").stdout)
-    assert [item["path"] for item in again["left"]] == ["model.bin", "node_modules"], \
-        "still said after a rollback, whose own checkpoints scan nothing"
+    with daemon_if(repo, daemon):
+        gg(repo, "run", "--", "sh", "-c", script)
+        call = json.loads(gg(repo, "ledger", "--json").stdout)[-1]["callId"]
+        patched = gg(repo, "diff", call).stdout
+        assert "src/app.py" in patched and "node_modules" not in patched, patched
+        why = {"model.bin": "over the size cap", "node_modules": "in a skipped directory"}
+        planned = gg(repo, "rollback-files", "--to", first, "--dry-run").stdout
+        for path, reason in why.items():
+            assert f"left    {path}: {reason}" in planned, planned
+        done = json.loads(gg(repo, "rollback-files", "--to", first, "--json").stdout)
+        assert done["restored"] == ["src/app.py"]
+        assert {item["path"]: item["reason"].split(" (")[0] for item in done["left"]} == why
+        assert (repo / "model.bin").stat().st_size == 52428800, "left as it is, and said so"
+        assert (repo / "node_modules" / "left-pad" / "index.js").exists()
+        again = json.loads(gg(repo, "rollback-files", "--to", first, "--json").stdout)
+        assert [item["path"] for item in again["left"]] == ["model.bin", "node_modules"], \
+            "still said after a rollback, whose own checkpoints scan nothing"
     before.assert_unchanged(repo)
 
 

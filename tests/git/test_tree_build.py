@@ -25,7 +25,7 @@ def start(repo: Path, cap: int | None = None) -> tuple[Guard, IncrementalTree]:
     guard = Guard.init(repo)
     first = guard.snap.write_tree()
     inc = IncrementalTree(guard.snap.repo, str(repo), guard.settings.untracked_size_cap,
-                          first.tree, first.skipped)
+                          first.tree, first.skipped, skip_dirs=guard.settings.skip_dirs)
     return guard, inc
 
 
@@ -155,3 +155,49 @@ def test_random_changes_equal_a_full_scan(repo: Path, seed: int) -> None:
                 if action == "exec":
                     os.chmod(path, 0o755)
         check(guard, inc, changed)
+
+
+def test_dependency_directories_are_left_out_and_listed_as_the_full_scan_does(
+        repo: Path) -> None:
+    """A new node_modules/ (any skip_dirs name) holds nothing a snapshot keeps: the daemon's
+    tree leaves it out and lists it, whether the watcher reports the directory, a file in
+    it or both; a dependency directory under a new directory too. One git ignores is not
+    listed; one the previous tree holds files of stays tracked."""
+    guard, inc = start(repo)
+    (repo / "node_modules" / "left-pad").mkdir(parents=True)
+    (repo / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 1\n")
+    (repo / "web" / "node_modules" / "dep").mkdir(parents=True)
+    (repo / "web" / "node_modules" / "dep" / "a.js").write_text("a\n")
+    (repo / "web" / "page.html").write_text("<p>\n")
+    (repo / "src" / ".venv" / "lib").mkdir(parents=True)
+    (repo / "src" / ".venv" / "lib" / "site.py").write_text("x = 1\n")
+    check(guard, inc, ["node_modules/left-pad/index.js", "web", "src/.venv/lib/site.py"])
+    assert {"node_modules/", "web/node_modules/", "src/.venv/"} <= set(inc.skipped)
+
+    (repo / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 2\n")
+    (repo / "node_modules" / "b.js").write_text("b\n")
+    check(guard, inc, ["node_modules/left-pad/index.js", "node_modules/b.js", "node_modules"])
+
+    shutil.rmtree(repo / "node_modules")            # gone: no longer listed
+    check(guard, inc, ["node_modules"])
+    assert "node_modules/" not in inc.skipped
+
+    (repo / "build" / "more.bin").write_bytes(b"\x02")     # build/ is in .gitignore
+    check(guard, inc, ["build/more.bin", "build"])
+    assert "build/" not in inc.skipped, "git ignores it: the full scan does not list it"
+
+
+
+def test_a_dependency_directory_with_tracked_files_stays_tracked(repo: Path) -> None:
+    """One the user committed files of is no dependency directory to leave out: git status
+    lists its new files one by one, and both trees hold them."""
+    (repo / "vendor" / "node_modules").mkdir(parents=True)
+    (repo / "vendor" / "node_modules" / "patched.js").write_text("kept\n")
+    git(repo, "add", "vendor")
+    git(repo, "commit", "-q", "-m", "vendor a patched module")
+    guard, inc = start(repo)
+    (repo / "vendor" / "node_modules" / "new.js").write_text("new\n")
+    (repo / "vendor" / "node_modules" / "sub").mkdir()
+    (repo / "vendor" / "node_modules" / "sub" / "x.js").write_text("x\n")
+    check(guard, inc, ["vendor/node_modules/new.js", "vendor/node_modules/sub/x.js"])
+    assert "vendor/node_modules/" not in inc.skipped

@@ -13,5 +13,6 @@ def start(repo: Path) -> tuple[Guard, IncrementalTree]:
     guard = Guard.init(repo)
     first = guard.snap.write_tree()
     inc = IncrementalTree(guard.snap.repo, str(repo), guard.settings.untracked_size_cap,
-                          first.tree, first.skipped, store=guard.store)
+                          first.tree, first.skipped, store=guard.store,
+                          skip_dirs=guard.settings.skip_dirs)
     return guard, inc
