@@ -81,11 +81,15 @@ def find(g: GuardContext, path: str) -> CheckpointConflict:
 
 @dataclass(frozen=True)
 class ThreeWay:
+    """The three versions of a conflicted file, each in working-tree form (as `git
+    checkout` writes it where git converts content: eol rules, smudge filters), so that
+    they compare and merge line by line with the file on disk."""
     conflict: CheckpointConflict
     base: bytes | None          # at the checkpoint
     agent: bytes | None         # what the agent last wrote
     current: bytes | None       # the file now
     current_state: FileState | None
+    convert: filters.Conversion | None = None   # git's conversion, where it converts
 
     @property
     def binary(self) -> bool:
@@ -100,8 +104,15 @@ class ThreeWay:
 
 
 def three_way(g: GuardContext, conflict: CheckpointConflict) -> ThreeWay:
+    convert = (filters.conversion(g.snap.repo, g.ws.root, g.ws.git_dir, g.snap.scan_index())
+               if g.ws.is_git else None)
+
     def blob(oid: str | None) -> bytes | None:
-        return read_blob(g.snap.repo, oid) if oid else None
+        if not oid:
+            return None
+        if convert is not None and LINK not in (conflict.base_mode, conflict.expected_mode):
+            return convert.smudge(conflict.path, oid)
+        return read_blob(g.snap.repo, oid)
 
     state = fileops.current_state(g.ws.root, conflict.path)
     current: bytes | None = None
@@ -110,7 +121,7 @@ def three_way(g: GuardContext, conflict: CheckpointConflict) -> ThreeWay:
         full = g.ws.root / conflict.path
         current = os.readlink(os.fsencode(full)) if real.mode == LINK else full.read_bytes()
     return ThreeWay(conflict, blob(conflict.base_hash), blob(conflict.expected_hash), current,
-                    real)
+                    real, convert)
 
 
 def _diff(a: bytes | None, b: bytes | None, from_name: str, to_name: str) -> bytes:
@@ -188,7 +199,9 @@ def _target(g: GuardContext, view: ThreeWay, how: How
                           labels=("current (yours)", f"agent {c.call_id}",
                                   f"{c.checkpoint_id} (before the agent)"),
                           git_dir=g.ws.git_dir, scratch=g.store.root / "tmp")
-    oid = str(g.snap.repo.create_blob(merged.data))
+    # The merge is in working-tree form; the blob is what `git add` would store for it.
+    oid = (view.convert.clean(c.path, merged.data, store=True) if view.convert is not None
+           else str(g.snap.repo.create_blob(merged.data)))
     return FileState(oid, view.current_state.mode), merged.data, merged.conflicts
 
 

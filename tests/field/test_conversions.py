@@ -118,3 +118,27 @@ def test_resolving_with_the_checkpoint_writes_the_checkout_form(repo: Path, how:
     gg(repo, "conflicts", "resolve", "core.txt", "--apply-agent")
     assert (repo / "core.txt").read_bytes() == before
     assert _status(repo) == b""
+
+
+@pytest.mark.parametrize("how", ["eol", "autocrlf", "filter"])
+def test_resolving_with_a_merge_takes_out_the_agents_change_and_keeps_the_users(
+        repo: Path, how: str) -> None:
+    """The three-way view is in working-tree form: the checkpoint's and the agent's versions
+    are converted as `git checkout` writes them, so `conflicts show` prints two small diffs
+    and --merge merges a CRLF or smudged file line by line instead of conflicting on every
+    line."""
+    _setup(repo, how)
+    before = (repo / "core.txt").read_bytes()
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    target = _checkpoint(repo)
+    gg(repo, "run", "--", "sed", "-i", "s/def push_context/def push_kontext/", "core.txt")
+    assert b"push_kontext" in (repo / "core.txt").read_bytes()
+    with (repo / "core.txt").open("ab") as f:
+        f.write(b"# the user's line\r\n")
+    assert gg(repo, "rollback-files", "--to", target, check=False).returncode == 5
+    shown = gg(repo, "conflicts", "show", "core.txt").stdout    # two small diffs, not the file
+    assert len(shown.splitlines()) < 40, shown
+    assert "+def push_kontext" in shown and "+# the user's line" in shown, shown
+    done = gg(repo, "conflicts", "resolve", "core.txt", "--merge", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (repo / "core.txt").read_bytes() == before + b"# the user's line\r\n"
