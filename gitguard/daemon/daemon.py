@@ -16,7 +16,8 @@ handlers in OPS at the end of this module:
 * `api.begin_call`, `api.end_call`: the Python API's calls (`ipc/api_client.py`);
 * `hook.claude_code`, `hook.git`: `gitguard.integrations.*.handle`, imported lazily;
 * `resume`, `explain`: those command lines (`gitguard.daemon.recovery_requests`);
-* `ping`, `status`, `stop`, `flush`, `rescan`, `resync`, `gc`;
+* `ping`, `status`, `stop`, `flush`, `rescan`, `resync`;
+* `pack`: pack gitguard's loose objects now (tests; the daemon packs by itself);
 * `restore.begin`, `restore.end` around gitguard's own writes to the working tree.
 """
 
@@ -503,7 +504,7 @@ OPS: dict[str, Op] = {
     "flush": Op(_result(Daemon.flush), call=False),
     "rescan": Op(_result(Daemon.rescan), call=False),
     "resync": Op(_result(Daemon.resync), call=False),
-    "gc": Op(_result(Daemon.pack_now), call=False),
+    "pack": Op(_result(Daemon.pack_now), call=False),
     "restore.begin": Op(_result(Daemon.restore_begin), call=False),
     "restore.end": Op(_result(Daemon.restore_end), call=False),
 }
