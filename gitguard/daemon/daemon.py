@@ -138,7 +138,8 @@ class Daemon:
         skip = (b".git",) if ws.is_git else (b".git", os.fsencode(NON_GIT_STORE))
         self.source = source or WatchdogSource(
             ws.root, ws.store_dir, self.sink, skip_names=skip,
-            ignored=IgnoredDirs(ws.root, ws.root) if ws.is_git else None)
+            ignored=(IgnoredDirs(ws.root, ws.root, self.guard.settings.skip_dirs)
+                     if ws.is_git else None))
         self.engine = Engine(self.guard.store, plain, self.source, self.sink, log)
         self.guard.attach(self.engine)
         self.server: SocketServer | None = None

@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -79,8 +79,10 @@ WATCH_LIMIT_ERRNOS = frozenset({errno.ENOSPC, errno.EMFILE})
 
 
 class IgnoredDirs:
-    """Which directories git ignores and holds no tracked file in: never watched (an
-    ignored `node_modules` of 20k files cost ~800 watches and ~4 s of CPU to watch).
+    """Which directories git ignores, or are named in skip_dirs, and hold no tracked file
+    in: never watched (an ignored `node_modules` of 20k files cost ~800 watches and ~4 s
+    of CPU to watch). No snapshot holds what is in them (`tree_build`, the scan); the
+    event of such a directory appearing or going still comes from its parent's watch.
 
     Asked from the thread that starts the watch and from watchdog's reader thread (new
     directories): each thread opens its own repository (pygit2 objects belong to one
@@ -88,9 +90,10 @@ class IgnoredDirs:
     ignored directory is met; a directory git ignores is not snapshotted either, and a
     rule change makes the daemon rescan."""
 
-    def __init__(self, root: Path, repository: Path) -> None:
+    def __init__(self, root: Path, repository: Path, skip_dirs: Iterable[str] = ()) -> None:
         self.prefix = os.fsencode(root).rstrip(b"/") + b"/"
         self.repository = repository
+        self.skip_dirs = frozenset(skip_dirs)
         self.local = threading.local()
         self.generation = 0         # bumped when ignore rules change: tracked dirs reread
 
@@ -105,7 +108,9 @@ class IgnoredDirs:
         except UnicodeDecodeError:
             return False
         repo = self._repo()
-        if repo is None or not repo.path_is_ignored(rel + "/"):
+        if repo is None:
+            return False
+        if rel.rpartition("/")[2] not in self.skip_dirs and not repo.path_is_ignored(rel + "/"):
             return False
         return rel not in self._tracked_dirs(repo)
 

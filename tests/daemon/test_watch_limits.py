@@ -156,6 +156,30 @@ def test_ignored_directories_are_not_watched(repo: Path) -> None:
         assert found["unwatched"] == []
 
 
+def test_a_new_dependency_directory_is_not_watched_and_its_files_are_not_the_calls(
+        repo: Path) -> None:
+    """`npm install` into a node_modules/ git does not ignore: no watch per directory in it
+    (no snapshot holds it), its files are in no call's patch, and status lists it."""
+    _seed(repo)
+    with _daemon(repo, []):
+        watches = json.loads(gg(repo, "daemon", "status", "--json").stdout)["watches"]
+        begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
+                   "--input", json.dumps({"command": "npm install"}))
+        call_id = json.loads(begin.stdout)["callId"]
+        for i in range(100):
+            (repo / "node_modules" / f"pkg{i}" / "lib").mkdir(parents=True)
+            (repo / "node_modules" / f"pkg{i}" / "lib" / "index.js").write_text(f"{i}\n")
+        (repo / "package-lock.json").write_text("{}\n")
+        end = gg(repo, "call", "end", call_id, "--status", "succeeded")
+        found = json.loads(gg(repo, "daemon", "status", "--json").stdout)
+        ledger = {e["callId"]: e for e in json.loads(gg(repo, "ledger", "--json").stdout)}
+        status = gg(repo, "status").stdout
+    assert "1 file(s) changed" in end.stdout, end.stdout
+    assert [p["path"] for p in ledger[call_id]["filePatches"]] == ["package-lock.json"]
+    assert found["watches"] == watches, "node_modules/ and its 200 directories unwatched"
+    assert "node_modules/" in status, status
+
+
 def test_a_directory_no_longer_ignored_is_watched_again(repo: Path) -> None:
     _seed(repo)
     (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "vendor/\n")
