@@ -47,6 +47,11 @@ class Unreachable(Exception):
     """No daemon took the request: the caller should do the work itself."""
 
 
+class Foreign(Unreachable):
+    """A daemon answered in another framing: one of another gitguard version, still running
+    after an upgrade. It ran nothing; `control.start` replaces it."""
+
+
 class Broken(Exception):
     """The daemon took the request but gave no answer (it died or hung)."""
 
@@ -107,7 +112,7 @@ def request(store: str, op: str, args: Mapping[str, Any] | None = None,
         answer = wire.decode(data[len(TAKEN):] if taken else data)
     except ValueError:
         if not taken:   # not run (a daemon of another gitguard version says so its way)
-            raise Unreachable("the daemon's answer is not in gitguard's framing") from None
+            raise Foreign("the daemon's answer is not in gitguard's framing") from None
         raise Broken("the daemon closed the connection without an answer" if
                      len(data) == len(TAKEN) else "the daemon's answer is malformed") from None
     if not isinstance(answer, dict):

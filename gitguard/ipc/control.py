@@ -76,10 +76,16 @@ def stale_pid(store_dir: Path) -> int | None:
 
 
 def start(ws: Workspace, timeout: float = START_TIMEOUT_S) -> Started:
-    """Start a background daemon and wait until it answers (its start-up scan is done)."""
+    """Start a background daemon and wait until it answers (its start-up scan is done).
+
+    A daemon of another gitguard version (it answers in another framing: the package was
+    upgraded under it) is stopped and replaced; until then every hook ran in-process."""
     Store(ws).create()
     store_dir = ws.store_dir
     pid = running_pid(store_dir)
+    if pid is not None and _foreign(store_dir):
+        stop(ws)
+        pid = running_pid(store_dir)
     if pid is not None:
         return Started(pid, already=True)
     stale = stale_pid(store_dir)
@@ -103,6 +109,16 @@ def start(ws: Workspace, timeout: float = START_TIMEOUT_S) -> Started:
         time.sleep(0.02)
     raise GitguardError(f"the daemon did not answer within {timeout:.0f} s",
                         f"see {store_dir / LOG_NAME}; `gitguard daemon stop` ends it")
+
+
+def _foreign(store_dir: Path) -> bool:
+    try:
+        client.request(str(store_dir), "ping", timeout=5.0, take_timeout=5.0)
+    except client.Foreign:
+        return True
+    except (client.Unreachable, client.Broken):
+        return False
+    return False
 
 
 def _last_error(stderr: str, store_dir: Path) -> str:
