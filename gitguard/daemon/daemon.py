@@ -151,6 +151,7 @@ class Daemon:
         self.calls_since_pack = 0
         self.packer: threading.Thread | None = None
         self.backoff_until = 0.0
+        self.code = _code_stamp()   # the gitguard it runs: an upgrade replaces the files
         self._mine_memo: dict[str, tuple[tuple[str, str] | None, bool]] = {}
 
     # --- life -------------------------------------------------------------------------
@@ -217,6 +218,14 @@ class Daemon:
             # would bring the store back.
             self.log.info("the worktree or its store is gone; stopping")
             self.stopping = self.abandoned = True
+            return
+        if _code_stamp() != self.code:
+            # pip replaced the package under this process, which would go on running the
+            # old code (and, after a change of framing, answer no client). Stop as `daemon
+            # stop` does; the next hook starts the new version.
+            self.log.info("gitguard was upgraded or reinstalled (%s changed); stopping so "
+                          "that the next hook starts the new version", _CODE_FILE)
+            self.stopping = True
             return
         try:
             engine.sync_records()
@@ -509,6 +518,20 @@ OPS: dict[str, Op] = {
     "restore.begin": Op(_result(Daemon.restore_begin), call=False),
     "restore.end": Op(_result(Daemon.restore_end), call=False),
 }
+
+
+# The package's __init__.py: pip replaces it (a new inode) whenever it installs gitguard.
+_CODE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "__init__.py")
+
+
+def _code_stamp() -> tuple[int, int, int] | None:
+    """Which file the package's `__init__.py` is now (inode, mtime, size); None if gone."""
+    try:
+        found = os.stat(_CODE_FILE)
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
 
 
 def _yield_cpu() -> None:

@@ -1,7 +1,8 @@
 """A daemon of another gitguard version, still running after the package was upgraded under
-it, answers in a framing this version does not read. It runs nothing (every hook works
-in-process meanwhile), and the next `daemon start`, which a hook's autostart runs, stops
-it and starts this version's."""
+it: it stops by itself once it sees its package's files replaced; one that answers in a
+framing this version does not read runs nothing (every hook works in-process meanwhile),
+and the next `daemon start`, which a hook's autostart runs, stops it and starts this
+version's."""
 
 from __future__ import annotations
 
@@ -82,3 +83,27 @@ def test_a_hook_starts_the_replacement_by_itself(repo: Path) -> None:
         wait_for("the old daemon to stop", lambda: old.poll() is not None)
         wait_for("this version's daemon", lambda: client.alive(str(store_of(repo))))
         assert client.pid_of(str(store_of(repo))) != old.pid
+
+
+@pytest.mark.serial     # every daemon of this checkout sees the package change: run alone
+def test_a_daemon_whose_package_was_reinstalled_stops_by_itself(repo: Path) -> None:
+    """pip replaces the package's files under a running daemon, which would go on running
+    the old code. At its next idle moment it stops as `daemon stop` does, and says why;
+    the next hook starts the new version."""
+    import gitguard
+
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    gg(repo, "daemon", "start")
+    pid = client.pid_of(str(store_of(repo)))
+    assert pid is not None and alive(pid)
+    package = Path(gitguard.__file__)
+    was = package.stat()
+    try:
+        os.utime(package, ns=(was.st_atime_ns, was.st_mtime_ns + 1_000_000_000))
+        wait_for("the daemon to stop", lambda: not alive(pid), timeout=30)
+    finally:
+        os.utime(package, ns=(was.st_atime_ns, was.st_mtime_ns))
+        gg(repo, "daemon", "stop", check=False)
+    assert not (store_of(repo) / client.PID_NAME).exists()
+    log = (store_of(repo) / "daemon.log").read_text()
+    assert "gitguard was upgraded or reinstalled" in log, log[-2000:]
