@@ -136,10 +136,9 @@ class Snapshotter(StatScan):
         if not isinstance(old, pygit2.Tree) or any(os.path.isdir(os.path.join(root, p))
                                                    for p in raw):
             return self.write_tree()
-        # The scan never lists a new file under a dependency dir (node_modules...): nor here.
+        # The scan never lists a file under a new dependency dir (node_modules...): nor here.
         names = self.settings.skip_dirs
-        kept = [p for p in raw if not in_skipped_dir(os.fsdecode(p), names)
-                or file_at(old, os.fsdecode(p)) is not None]
+        kept = [p for p in raw if not in_new_skipped_dir(os.fsdecode(p), names, old)]
         fast = stat_tree.advance(self, state, kept, state.skipped)
         if fast is None:
             return self.write_tree()
@@ -313,9 +312,21 @@ class Snapshotter(StatScan):
         return str(self.repo.create_blob(data))
 
 
-def in_skipped_dir(rel: str, names: tuple[str, ...]) -> bool:
-    """Whether a path lies under a dependency/build dir name (for callers that skip the scan)."""
-    return any(part in names for part in rel.split("/")[:-1])
+def in_new_skipped_dir(rel: str, names: tuple[str, ...], tree: pygit2.Tree) -> bool:
+    """Whether a path lies under a dependency/build directory (named in `names`) that
+    `tree` holds nothing of: git status shows such a directory as one untracked entry,
+    which the scan lists as skipped, and none of its files (nor does the daemon's
+    `tree_build`). One the tree holds files of is an ordinary directory."""
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):
+        if parts[depth - 1] in names:
+            try:
+                tree["/".join(parts[:depth])]
+            except KeyError:
+                return True
+            except ValueError:
+                return False    # not UTF-8: the tree builder hands it to the full scan
+    return False
 
 
 def workspace_path(store: Store, rel: str) -> Path:

@@ -67,6 +67,28 @@ def test_tracked_files_in_a_dist_dir_are_still_snapshotted(repo: Path) -> None:
     assert made.skipped == ()
 
 
+def test_a_declared_write_follows_the_scans_rule_without_a_scan(repo: Path) -> None:
+    """A call that declares its writes is ended without a scan (the declared paths only).
+    Its tree keeps the scan's rule: a new file in a dist/ the user committed files of is
+    the call's; one in a new node_modules/ is left out. The next full scan agrees, so
+    neither turns up later as the user's."""
+    fill(repo, {"dist/bundle.js": "v1\n"})
+    git(repo, "add", "dist")
+    git(repo, "commit", "-qm", "ship dist")
+    guard = Guard.init(repo)
+    guard.checkpoint()
+    guard.checkpoint()          # the stat index exists: calls end without a scan from here
+    call = guard.begin_call("Write", {"file_path": "dist/extra.js"},
+                            writes=["dist/extra.js", "node_modules/pkg/index.js"])
+    fill(repo, {"dist/extra.js": "new\n", "node_modules/pkg/index.js": "dep\n"})
+    ended = guard.end_call(call.call_id)
+    assert [p.path for p in ended.file_patches] == ["dist/extra.js"]
+    after = guard.checkpoint()
+    assert "dist/extra.js" in tree_paths(repo, after.snapshot_commit)
+    assert "node_modules/pkg/index.js" not in tree_paths(repo, after.snapshot_commit)
+    assert after.skipped == ("node_modules/",)
+
+
 def test_the_list_is_configurable(repo: Path) -> None:
     (repo / ".gitguard.toml").write_text('skip_dirs = ["vendor"]\n')
     fill(repo, {"vendor/lib.go": "package lib\n", "node_modules/a/b.js": "b\n"})
