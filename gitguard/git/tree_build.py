@@ -108,6 +108,7 @@ class IncrementalTree:
         self._parsed: dict[bytes, Entries] = {}     # raw tree id -> its entries
         self._new: dict[bytes, tuple[int, bytes]] = {}
         self._dirs: dict[bytes, bool] = {}          # this advance: is it a real directory
+        self._shown: dict[bytes, bool] = {}         # this advance: would git status show it
 
     # --- public ------------------------------------------------------------------------
     def advance(self, changed: Iterable[bytes]) -> TreeResult:
@@ -120,6 +121,7 @@ class IncrementalTree:
         base = bytes.fromhex(self.tree)
         self._entries: dict[bytes, Entry | None] = {b"": entry_of(TREE_MODES[0], b"", base)}
         self._dirs = {b"": True}
+        self._shown = {}
         if len(self._parsed) > CACHED_TREES:
             self._parsed.clear()
         top = _Node()
@@ -198,8 +200,9 @@ class IncrementalTree:
         info = self._lstat(parts)
         if info is not None and stat.S_ISDIR(info.st_mode):
             node.children.clear()
-            if tracked is None and (self._ignored(path + b"/")
-                                    or self._dependency_dir(path, parts[-1])):
+            if ((tracked is None and self._ignored(path + b"/"))
+                    or ((tracked is None or not is_tree(tracked))
+                        and self._dependency_dir(path, parts[-1]))):
                 node.delete = True
                 return
             node.replace = True
@@ -215,19 +218,56 @@ class IncrementalTree:
         for depth in range(1, len(parts)):
             if parts[depth - 1] in self.skip_dirs:
                 prefix = b"/".join(parts[:depth])
-                if self._at(prefix) is None and self._is_dir(prefix):
+                held = self._at(prefix)
+                if (held is None or not is_tree(held)) and self._is_dir(prefix):
                     self._dependency_dir(prefix, parts[depth - 1])
                     return True
         return False
 
     def _dependency_dir(self, path: bytes, name: bytes) -> bool:
         """Whether the untracked directory `path` is one to leave out (its name is in
-        skip_dirs); listed as skipped, as git status shows it, unless git ignores it."""
+        skip_dirs). It is listed as skipped where git status shows it: not ignored, and
+        holding something to show."""
         if name not in self.skip_dirs:
             return False
-        if not self._ignored(path + b"/"):
-            self.skipped.add(os.fsdecode(path) + "/")
+        listed = os.fsdecode(path) + "/"
+        if not self._ignored(path + b"/") and self._shows_something(path):
+            self.skipped.add(listed)
+        else:
+            self.skipped.discard(listed)
         return True
+
+    def _shows_something(self, path: bytes) -> bool:
+        """Whether git status shows the untracked directory `path`: it holds a file, link
+        or nested repository git does not ignore, at any depth (empty directories and
+        ignored files show nothing). The walk stops at the first such entry."""
+        known = self._shown.get(path)
+        if known is None:
+            try:
+                known = self._shown[path] = self._holds_shown(path)
+            except UnicodeDecodeError:      # a name not in UTF-8: git shows it
+                known = self._shown[path] = True
+        return known
+
+    def _holds_shown(self, path: bytes) -> bool:
+        pending = [path]
+        while pending:
+            rel = pending.pop()
+            try:
+                entries = list(os.scandir(os.path.join(self.root, rel)))
+            except OSError:
+                continue
+            for entry in entries:
+                child = rel + b"/" + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name == b".git":
+                        return True         # a nested repository: shown
+                    if not self._ignored(child + b"/"):
+                        pending.append(child)
+                elif ((entry.is_file(follow_symlinks=False) or entry.is_symlink())
+                      and not self._ignored(child)):
+                    return True
+        return False
 
     def _lstat(self, parts: list[bytes]) -> os.stat_result | None:
         """`stat_scan.lstat_inside`, its ancestor checks remembered for this advance:

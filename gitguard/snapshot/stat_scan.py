@@ -154,7 +154,7 @@ class StatScan:
                                  *(":(literal)" + os.fsdecode(d) for d in chunk), *excludes)
             more, more_skipped, _ = self._parse_status(inner)
             changed += more
-            skipped += more_skipped + self._nested_skip_dirs(chunk, more)
+            skipped += more_skipped + self._nested_skip_dirs(chunk)
         return changed, skipped
 
     def _status(self, *args: str) -> bytes:
@@ -200,24 +200,26 @@ class StatScan:
         # core's handling of it (update-index records it) instead of walking into it.
         return os.path.exists(os.path.join(os.fsencode(self.ws.root), path, b".git"))
 
-    def _nested_skip_dirs(self, new_dirs: list[bytes], files: list[bytes]) -> list[str]:
-        """Dependency dirs the narrow call excluded: probe each listed file's parents."""
-        names = self.settings.skip_dirs
-        parents = set(new_dirs)
-        for path in files:
-            parent = path.rsplit(b"/", 1)[0] + b"/" if b"/" in path else b""
-            while parent and parent not in parents:
-                parents.add(parent)
-                parent = parent[:-1].rsplit(b"/", 1)[0] + b"/" if b"/" in parent[:-1] else b""
+    def _nested_skip_dirs(self, new_dirs: list[bytes]) -> list[str]:
+        """Dependency dirs inside new directories, which the narrow call excluded: found by
+        walking those directories (never into a dependency dir or a nested repository),
+        then listed as git shows them."""
+        names = {os.fsencode(n) for n in self.settings.skip_dirs}
         root = os.fsencode(self.ws.root)
-        found = [p + os.fsencode(n) + b"/" for p in sorted(parents) for n in names
-                 if os.path.isdir(os.path.join(root, p, os.fsencode(n)))]
+        found: list[bytes] = []
+        for new in new_dirs:
+            for top, dirs, _ in os.walk(os.path.join(root, new)):
+                here = os.path.relpath(top, root) + b"/"
+                found += [here + d + b"/" for d in dirs if d in names]
+                dirs[:] = [d for d in dirs if d not in names
+                           and not os.path.lexists(os.path.join(top, d, b".git"))]
         if not found:
             return []
-        proc = run_git(["check-ignore", "-z", "--stdin"], git_dir=self.ws.git_dir,
-                       work_tree=self.ws.root, stdin=b"\0".join(found) + b"\0", check=False)
-        ignored = set(proc.stdout.split(b"\0"))
-        return [os.fsdecode(p) for p in found if p not in ignored]
+        # git's own answer, as for the top level: one it ignores, or that holds nothing to
+        # show (empty, or only ignored files), is not listed.
+        out = self._status("--untracked-files=normal", "--",
+                           *(":(literal)" + os.fsdecode(p) for p in found))
+        return self._parse_status(out)[1]
 
     def _too_large(self, path: bytes) -> bool:
         try:

@@ -33,7 +33,16 @@ def check(guard: Guard, inc: IncrementalTree, changed: list[str]) -> None:
     fast = inc.advance([os.fsencode(p) for p in changed])
     full = guard.snap.write_tree()
     assert fast.tree == full.tree, git(guard.ws.root, "diff-tree", "-r", fast.tree, full.tree)
-    assert set(fast.skipped) == set(full.skipped)
+    assert _listed(guard.ws.root, fast.skipped) == _listed(guard.ws.root, full.skipped)
+
+
+def _listed(root: Path, skipped: tuple[str, ...]) -> set[str]:
+    """What was left out and is worth saying. A dependency directory holding only empty
+    directories (its last file just deleted) shows nothing, and the daemon's tree does not
+    list it; git's untracked cache may still list it for a while, when nothing in the
+    directory itself changed (seen in the random runs under load)."""
+    return {s for s in skipped
+            if not s.endswith("/") or any(files for _, _, files in os.walk(root / s))}
 
 
 def test_every_kind_of_change(repo: Path) -> None:
@@ -118,12 +127,16 @@ def test_content_filters_are_detected(repo: Path) -> None:
     assert "autocrlf" in (needs_git_filters(guard.snap.repo, []) or "")
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(int(os.environ.get("GITGUARD_TREE_SEEDS", "8"))))
 def test_random_changes_equal_a_full_scan(repo: Path, seed: int) -> None:
     rng = random.Random(seed)
     guard, inc = start(repo, cap=300)
     names = ["a", "b", "c.log", "d.sh", "dir", "dir/x", "dir/y", "dir/sub/z", "build/q",
-             "e", "src/app.py", "README.md"]
+             "e", "src/app.py", "README.md",
+             # dependency directories (skip_dirs), at the top and under a new directory
+             "node_modules", "node_modules/m", "node_modules/sub/k", "dir/node_modules/n",
+             "dir/sub/node_modules/p",
+             "dist/out"]
     for _ in range(12):
         changed: list[str] = []
         for _ in range(rng.randint(1, 4)):
