@@ -316,16 +316,18 @@ def in_new_skipped_dir(rel: str, names: tuple[str, ...], tree: pygit2.Tree) -> b
     """Whether a path lies under a dependency/build directory (named in `names`) that
     `tree` holds nothing of: git status shows such a directory as one untracked entry,
     which the scan lists as skipped, and none of its files (nor does the daemon's
-    `tree_build`). One the tree holds files of is an ordinary directory."""
+    `tree_build`). One the tree holds a directory of is an ordinary directory."""
     parts = rel.split("/")
     for depth in range(1, len(parts)):
         if parts[depth - 1] in names:
             try:
-                tree["/".join(parts[:depth])]
+                held = tree["/".join(parts[:depth])]
             except KeyError:
                 return True
             except ValueError:
                 return False    # not UTF-8: the tree builder hands it to the full scan
+            if held.type_str != "tree":
+                return True     # a file there before: the directory is new
     return False
 
 
