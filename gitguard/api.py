@@ -265,13 +265,15 @@ class Guard:
                       self._daemon_info())
 
     def _daemon_info(self) -> dict[str, Any]:
-        from gitguard.ipc.control import UNWATCHED_FILE, running_pid
+        from gitguard.ipc.control import UNWATCHED_FILE, running_pid, unusable
 
         pid = running_pid(self.store.root)
         info: dict[str, Any] = {"running": pid is not None, "pid": pid}
         if pid is not None:
             with suppress(OSError, ValueError):
                 info["unwatched"] = json.loads((self.store.root / UNWATCHED_FILE).read_text())
+        else:
+            info["unusable"] = unusable(self.store.root)
         return info
 
     def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:

@@ -228,3 +228,10 @@ def _free_kib(path: str | None) -> int | None:
             continue
         return info.f_bavail * info.f_frsize // 1024
     return None
+
+
+class WatcherUnusable(GitguardError):
+    """The daemon cannot hear the workspace (its watcher is deaf, or the inotify watch
+    limit leaves no room for the tree): it does not serve, and the hooks work in-process."""
+
+    code = "watcher_unusable"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from gitguard import store_discovery
 from gitguard.ipc import client
@@ -120,6 +121,14 @@ def autostart(root: str, store: str) -> None:
     turned off (`GITGUARD_NO_DAEMON=1`, `[daemon] autostart = false`)."""
     if not os.path.isfile(os.path.join(store, "store.json")):
         return      # not initialised: `gitguard init` decides
+    try:
+        # The last daemon could not hear (control.mark_unusable): another would spend its
+        # seconds finding the same. `gitguard daemon start` tries at once.
+        made = os.stat(os.path.join(store, client.UNUSABLE_NAME)).st_mtime
+        if time.time() - made < client.UNUSABLE_RETRY_S:
+            return
+    except OSError:
+        pass
     with_site_packages()
     from pathlib import Path
 

@@ -49,7 +49,7 @@ from gitguard.daemon.engine import Engine, Item, Job
 from gitguard.daemon.request_stats import RequestStats
 from gitguard.daemon.server import SocketServer
 from gitguard.daemon.watcher import IgnoredDirs, Source, WatchdogSource
-from gitguard.errors import GitguardError
+from gitguard.errors import GitguardError, WatcherUnusable
 from gitguard.git import packing
 from gitguard.ipc import control
 from gitguard.ledger import journal
@@ -174,9 +174,15 @@ class Daemon:
         self.sink.put(Job(lambda: None))        # wake the worker
 
     def run(self) -> None:
-        """The worker loop, until `stop` (request or signal)."""
+        """The worker loop, until `stop` (request or signal), or until the watcher proves
+        deaf: a daemon that cannot hear stops rather than make every call wait."""
         while not self.stopping:
             self.step(self._timeout())
+            if self.engine.deaf is not None:
+                self.log.warning("%s: stopping; the hooks work in-process until a daemon "
+                                 "hears again", self.engine.deaf)
+                control.mark_unusable(self.ws.store_dir, self.engine.deaf)
+                self.stopping = True
 
     def step(self, timeout: float | None) -> None:
         engine = self.engine
@@ -595,8 +601,9 @@ def _bound_pack_maps() -> None:
     pygit2.settings.mwindow_mapped_limit = PACK_WINDOWS_MAPPED
 
 
-def serve_foreground(ws: Workspace) -> int:
-    """Run the daemon in this process until SIGTERM, SIGINT or a `stop` request."""
+def serve_foreground(ws: Workspace, source: Source | None = None) -> int:
+    """Run the daemon in this process until SIGTERM, SIGINT or a `stop` request (or until
+    its watcher proves deaf). `source`: the watcher (a test passes one made deaf)."""
     Store(ws).create()
     with control.daemon_lock(ws.store_dir) as stale:
         log = control.open_log(ws.store_dir)
@@ -607,14 +614,20 @@ def serve_foreground(ws: Workspace) -> int:
             log.info("removed the hook client an older gitguard built into the store "
                      "(it speaks an older framing); the hooks that named it start Python")
         _bound_pack_maps()
-        daemon = Daemon(ws, log)
+        daemon = Daemon(ws, log, source=source)
         install_signals(daemon)
         try:
             daemon.start()
+        except WatcherUnusable as exc:
+            log.warning("the daemon does not serve: %s", exc.message)
+            control.mark_unusable(ws.store_dir, exc.message)
+            daemon.source.stop()
+            raise
         except Exception:
             log.exception("the daemon failed to start")
             daemon.source.stop()
             raise
+        control.clear_unusable(ws.store_dir)
         try:
             daemon.run()
         finally:

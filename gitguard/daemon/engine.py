@@ -47,7 +47,7 @@ from gitguard.calls.attribution import (
     is_declared_only,
 )
 from gitguard.daemon.watcher import Raw, Source
-from gitguard.errors import StoreError
+from gitguard.errors import StoreError, WatcherUnusable
 from gitguard.git import pack_writer
 from gitguard.git.objects import TreeResult, as_tree, blob_at
 from gitguard.git.tree_build import (
@@ -68,6 +68,13 @@ from gitguard.workspace import NON_GIT_STORE, safe_relpath
 
 RULE_FILES = frozenset({b".gitignore", b".gitattributes"})
 REPLANT_S = 0.5             # a silent queue this long: plant another barrier
+# Nothing at all out of the queue this long after a barrier was planted: the watcher is
+# deaf (a barrier round trip takes well under a millisecond when it hears). A daemon that
+# cannot hear must never be a slow daemon: at start it does not serve, later it stops.
+# Later is given longer: a flood the machine is slow to read (an overflow rebuilding
+# every watch under load) is not deafness, and a daemon that stops costs every hook.
+START_DEAF_S = 2.0
+DEAF_S = 10.0
 
 
 @dataclass
@@ -83,7 +90,7 @@ Item = Raw | Job
 class Engine:
     def __init__(self, store: Store, snap: Snapshotter, source: Source,
                  sink: queue.SimpleQueue[Item], log: logging.Logger,
-                 barrier_timeout: float = 30.0) -> None:
+                 barrier_timeout: float = 30.0, deaf_after: float = DEAF_S) -> None:
         self.store = store
         self.ws = store.ws
         self.snap = snap              # plain Snapshotter: full scans through git
@@ -92,6 +99,8 @@ class Engine:
         self.sink = sink
         self.log = log
         self.barrier_timeout = barrier_timeout
+        self.deaf_after = deaf_after
+        self.deaf: str | None = None            # why the watcher cannot be trusted to hear
         self.tracker = Tracker()
         self.dirty: set[bytes] = set()
         self.tree: IncrementalTree | None = None
@@ -121,6 +130,12 @@ class Engine:
         with contextlib.suppress(FileNotFoundError):
             (self.store.root / UNWATCHED_FILE).unlink()   # an earlier daemon's
         self.source.start()
+        if not self.sync(START_DEAF_S):
+            self.source.stop()
+            raise WatcherUnusable(
+                f"the watcher cannot be trusted: {self.deaf or self.rescan_reason}",
+                "the hooks work in-process meanwhile; daemon.log says more, and "
+                "`gitguard daemon start` tries again")
         with self.store.writing():
             baselines = self._baselines()
             self.lost = bool(baselines)
@@ -146,38 +161,51 @@ class Engine:
             self.source.stop()
 
     # --- the event queue ----------------------------------------------------------------
-    def sync(self) -> None:
-        """Plant a barrier and absorb every event queued before it.
+    def sync(self, deaf_after: float | None = None) -> bool:
+        """Plant a barrier and absorb every event queued before it; False when it did not
+        come (the next tree is a full scan, its changes unknown).
 
         A barrier planted while the kernel queue is full is dropped (the kernel queues an
         overflow marker instead), so after an overflow, and whenever the queue has been
-        silent for a while, another barrier is planted; any of them coming out will do."""
+        silent for a while, another barrier is planted; any of them coming out will do.
+        Events coming out slowly (a flood ahead of the barrier) is a busy watcher, given
+        `barrier_timeout`; nothing coming out for `deaf_after` is a deaf one (`deaf`)."""
         first = self._plant()
         if first is None:
-            return
-        deadline = time.monotonic() + self.barrier_timeout
-        replant = time.monotonic() + REPLANT_S
+            return False
+        deaf_after = self.deaf_after if deaf_after is None else deaf_after
+        now = time.monotonic()
+        deadline, deaf_at, replant = (now + self.barrier_timeout, now + deaf_after,
+                                      now + REPLANT_S)
         while True:
             now = time.monotonic()
             try:
-                item = self.sink.get(timeout=max(0.0, min(deadline, replant) - now))
+                item = self.sink.get(timeout=max(0.0, min(deadline, deaf_at, replant) - now))
             except queue.Empty:
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if now >= deaf_at:
+                    self.deaf = (f"no event came out of the watcher within "
+                                 f"{deaf_after:.0f} s of a barrier")
+                    self._give_up("the barrier event did not arrive (the watcher is deaf)")
+                    return False
+                if now >= deadline:
                     self._give_up("the barrier event did not arrive")
-                    return
+                    return False
                 if self._plant() is None:
-                    return
+                    return False
                 replant = time.monotonic() + REPLANT_S
                 continue
             if isinstance(item, Job):
                 self.deferred.append(item)
-            elif item.kind == "barrier":
+                continue
+            deaf_at = time.monotonic() + deaf_after     # it hears
+            if item.kind == "barrier":
                 if item.token >= first:
-                    return
+                    return True
             else:
                 self.absorb(item)
                 if item.kind == "overflow" and self._plant() is None:
-                    return
+                    return False
 
     def _plant(self) -> int | None:
         token = next(self.tokens)

@@ -1,48 +1,58 @@
-"""Event sources for the daemon: watchdog's inotify layer over the workspace, or a script.
+"""Event sources for the daemon: watchdog's observer over the workspace, or a script.
 
-The watcher is a producer only: its thread turns filesystem events into `Raw`
-items on a queue and never touches git (pygit2 objects belong to the one worker
-that drains the queue). The kernel is asked for content and name changes only
-(create, modify, close-write, attrib, delete, move): no open, close-nowrite or
-access events; with watchdog's defaults an idle 100k-file repository overflowed
-the inotify queue continuously.
+The watcher is a producer only: the observer's dispatch thread turns filesystem events
+into `Raw` items on a queue and never touches git (pygit2 objects belong to the one
+worker that drains the queue). Only watchdog's public API is used (`InotifyObserver`,
+`schedule` with an `event_filter`, a `FileSystemEventHandler`, `EventsLostEvent`): a
+watchdog release that rewrites its internals (7.1.1 did) must not make the daemon deaf.
+The filter asks the kernel for content and name changes only (create, modify,
+close-write, attrib, delete, move): no open, close-nowrite or access events; with
+those an idle 100k-file repository overflowed the inotify queue continuously.
 
-We use watchdog below its observer: its inotify reader thread (`InotifyFD`) and
-its recursive watch bookkeeping (`InotifyWatchGroup`: watches for new and moved
-directories, paths of moved watches), with our own sink in place of the observer's
-move grouper, emitter and dispatcher threads. Two reasons, both measured: events
-arrive in kernel order on one thread, the overflow marker included (watchdog's
-observer reports an overflow only as a log warning, from another thread, ahead of
-events the kernel queued before it); and an event costs about 65 us of CPU instead
-of 158 us through the observer's three hand-offs (10,000 writes, 2 cores).
+Ordering is what makes the daemon exact, and it is why the whole workspace is ONE
+recursive schedule. Every write a client made before it sent a request has already
+queued its inotify event in the kernel; one watch group carries its events, in kernel
+order, through one emitter to one dispatch thread. So before a snapshot the worker
+plants a *barrier*: it creates a file named by a new token in the store's barrier
+directory (inside the workspace, so watched), or, in a linked worktree whose store lies
+outside the workspace, sets a unique access time on the `.git` file; when that event
+comes out of the queue, every earlier change has come out before it. Several
+schedules (one per directory that is not ignored) would spare the ignored trees their
+watches, but each schedule has its own emitter thread and events of different schedules
+overtake each other: a barrier would then prove nothing. The price, measured in
+`make bench` (watcher rows): `.git` and ignored directories are watched too (their
+events are dropped on the dispatch thread, before the queue), and a new ignored tree
+(`npm install`) costs watchdog CPU while it is written. A barrier is a created file, not
+a rename: watchdog holds a moved-from event up to 0.5 s to pair it.
 
-Ordering is what makes the daemon exact. Every write a client made before it
-sent a request has already queued its inotify event in the kernel, and one
-recursive watch delivers events in kernel order through one FIFO. So before a
-snapshot the worker plants a *barrier*: it renames the store's one barrier file to a
-new unique name (inside the workspace, so watched), or, in a linked worktree whose store
-lies outside the workspace, sets a unique access time on the `.git` file; when
-that event comes out of the queue, every earlier change has come out before it.
-An overflow comes out in order too; the worker then rescans.
+An overflow comes out in order too (`on_events_lost`, after watchdog rebuilt its
+watches); the worker then rescans. A directory the kernel refused a watch for (the
+inotify watch limit) is found by asking the kernel which inodes this process watches
+(`/proc/self/fdinfo`), and is scanned at call boundaries instead. At start, a tree over
+the limit cannot be scheduled at all: the daemon then does not run (`WatchLimit`).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import itertools
 import os
 import queue
+import re
+import stat
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from watchdog import events as wd_events
+from watchdog.observers.inotify import InotifyObserver
+
 from gitguard.calls.attribution import EventKind
+from gitguard.errors import WatcherUnusable
 
 RawKind = EventKind | Literal["overflow", "barrier"]
 BARRIER_PREFIX = ".gg-barrier-"
@@ -80,15 +90,14 @@ WATCH_LIMIT_ERRNOS = frozenset({errno.ENOSPC, errno.EMFILE})
 
 class IgnoredDirs:
     """Which directories git ignores, or are named in skip_dirs, and hold no tracked file
-    in: never watched (an ignored `node_modules` of 20k files cost ~800 watches and ~4 s
-    of CPU to watch). No snapshot holds what is in them (`tree_build`, the scan); the
-    event of such a directory appearing or going still comes from its parent's watch.
+    in: what happens below them is dropped before the worker's queue (`IgnoredTrees`). No
+    snapshot holds what is in them (`tree_build`, the scan); the event of such a directory
+    appearing or going still reaches the worker.
 
-    Asked from the thread that starts the watch and from watchdog's reader thread (new
-    directories): each thread opens its own repository (pygit2 objects belong to one
-    thread). Tracked directories are read from the index once per thread, only when an
-    ignored directory is met; a directory git ignores is not snapshotted either, and a
-    rule change makes the daemon rescan."""
+    Asked from the observer's dispatch thread; any other thread that asks opens its own
+    repository (pygit2 objects belong to one thread). Tracked directories are read from
+    the index once per thread, only when an ignored directory is met; a rule change
+    makes the daemon rescan and ask again."""
 
     def __init__(self, root: Path, repository: Path, skip_dirs: Iterable[str] = ()) -> None:
         self.prefix = os.fsencode(root).rstrip(b"/") + b"/"
@@ -140,8 +149,8 @@ class IgnoredDirs:
 
 
 class PathFilter:
-    """Which absolute event paths matter: inside the workspace, outside `.git` and the store.
-    Ignore rules need git and are applied by the worker, not here."""
+    """Which absolute event paths matter: inside the workspace, outside `.git` and the
+    store (our own object and journal writes come back as events on every call)."""
 
     def __init__(self, root: Path, skip_names: tuple[bytes, ...]) -> None:
         self.prefix = os.fsencode(root).rstrip(b"/") + b"/"
@@ -156,14 +165,6 @@ class PathFilter:
             return None
         return rel
 
-    def unwatched(self, directory: bytes) -> bool:
-        """Directories never watched: `.git` (any depth) and the store. Our own object and
-        journal writes would otherwise come back as events on every call."""
-        if not directory.startswith(self.prefix):
-            return False
-        parts = directory[len(self.prefix):].split(b"/")
-        return parts[0] in self.skip_names or b".git" in parts
-
 
 class Barriers:
     """Plants and recognises barrier events for a workspace."""
@@ -176,44 +177,37 @@ class Barriers:
         # The one directory watched inside `.git` or the store: nothing else is written there.
         self.dir = store / "barrier"
         self.file_prefix = os.fsencode(self.dir / BARRIER_PREFIX)
-        self.current: Path | None = None    # the one barrier file, named by the last token
+        self.current: Path | None = None    # the barrier file of the last token
 
     def plant(self, token: int) -> None:
         if self.in_tree:
-            self._rename_to(self.dir / f"{BARRIER_PREFIX}{token}")
+            self._create(self.dir / f"{BARRIER_PREFIX}{token}")
             return
         # A linked worktree: the store is outside the watch. The access time of the
         # `.git` file carries the token (ns, in the future so relatime never moves it).
         mtime = os.stat(self.gitfile).st_mtime_ns
         os.utime(self.gitfile, ns=(_atime_for(token), mtime), follow_symlinks=False)
 
-    def _rename_to(self, target: Path) -> None:
-        """One file renamed to each new token's name: the moved-to event carries the token
-        in its name, as a created file's would, but no inode is made and none removed
-        (two per tool call before: create then unlink, each a directory update)."""
-        if self.current is None:
-            self.current = self._leftover()
-        if self.current == target:
-            os.utime(target)                # an attrib event of the same name
-            return
-        if self.current is not None:
-            try:
-                os.rename(self.current, target)
-                self.current = target
-                return
-            except FileNotFoundError:
-                pass                        # removed behind our back: make another
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        self.current = target
-
-    def _leftover(self) -> Path | None:
-        """A barrier file an earlier daemon left (killed, it could not remove it)."""
+    def _create(self, target: Path) -> None:
+        """A new file named by the token (one create event: mknod opens nothing), then the
+        previous one removed. Not a rename: watchdog holds a moved-from event up to 0.5 s
+        while it waits for its pair, and a barrier behind it would wait as long."""
+        previous, self.current = self.current, target
         try:
-            names = sorted(n for n in os.listdir(self.dir) if n.startswith(BARRIER_PREFIX))
-        except FileNotFoundError:
-            return None
-        return self.dir / names[0] if names else None
+            os.mknod(target, 0o600 | stat.S_IFREG)
+        except FileExistsError:
+            os.utime(target)                # the same token again: an attrib event
+        if previous is not None and previous != target:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(previous)
+
+    def clear(self) -> None:
+        """At start: the barrier files a killed daemon could not remove."""
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.dir):
+                if name.startswith(BARRIER_PREFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.dir / name)
 
     def remove(self) -> None:
         """At stop: leave no barrier file behind."""
@@ -249,7 +243,7 @@ def _token_from(atime: int) -> int | None:
 
 
 class WatchdogSource:
-    """A recursive inotify watch on the workspace through watchdog's inotify layer."""
+    """One recursive watchdog schedule over the workspace (see the module docstring)."""
 
     def __init__(self, root: Path, store: Path, sink: queue.SimpleQueue[Any],
                  skip_names: tuple[bytes, ...] = (),
@@ -258,228 +252,243 @@ class WatchdogSource:
         self.sink = sink
         self.filter = PathFilter(root, skip_names)
         self.barriers = Barriers(root, store)
-        self.ignored = ignored or (lambda _directory: False)
-        self._fd: Any = None
-        self._group: Any = None
-        # Directories the kernel refused a watch for (the inotify watch limit): workspace-
-        # relative path -> why. Written by whichever thread adds watches, read by the worker.
-        self._failed: dict[bytes, str] = {}
-        self._outer: dict[bytes, str] | None = {}
-        self._failed_lock = threading.Lock()
-
-    def watch_failed(self, directory: bytes, exc: OSError) -> None:
-        """A directory stays unwatched: the worker scans it at every call boundary."""
-        rel = self.filter.relative(directory)
-        if rel is None:
-            return
-        with self._failed_lock:
-            self._failed[rel] = f"inotify_add_watch: {exc.strerror or exc}"
-            self._outer = None
-
-    def unwatched(self) -> dict[bytes, str]:
-        """The unwatched directories, outermost only (a scan of one covers those below)."""
-        with self._failed_lock:
-            if self._outer is None:
-                failed = self._failed
-                self._outer = {d: why for d, why in failed.items()
-                               if not any(a in failed for a in _ancestors(d))}
-            return self._outer
+        self.drop = IgnoredTrees(self.filter.prefix, ignored or (lambda _directory: False))
+        self.audit = WatchAudit(self.filter.prefix)
+        self._observer: Any = None
 
     def start(self) -> None:
-        from watchdog.observers.inotify_c import InotifyConstants as C
-        from watchdog.observers.inotify_c import InotifyFD, Mask
-
-        # watchdog's recursive registration races a new directory's own create event and
-        # then re-adds the same callback for a watch it holds, with a RuntimeWarning that
-        # says it overwrote it with itself: nothing is lost, so the daemon log stays quiet.
-        warnings.filterwarnings("ignore", r"Callback with id .* already exists",
-                                RuntimeWarning, r"watchdog\.observers\.inotify")
-        mask = Mask(C.IN_CREATE | C.IN_MODIFY | C.IN_CLOSE_WRITE | C.IN_ATTRIB | C.IN_DELETE
-                    | C.IN_MOVED_FROM | C.IN_MOVED_TO | C.IN_DELETE_SELF)
+        """Schedule the workspace and start the observer; every watch exists on return.
+        Raises `WatcherUnusable` when the kernel refuses the tree (the watch limit)."""
         if self.barriers.in_tree:
             self.barriers.dir.mkdir(mode=0o700, exist_ok=True)
-        fd = InotifyFD()
-        fd.start()
+            self.barriers.clear()
+        observer = InotifyObserver(generate_full_events=True)
         try:
-            self._group = _group_class()(fd, os.fsencode(self.root), event_mask=mask,
-                                         is_recursive=True, source=self)
-        except BaseException:
-            fd.stop()
-            fd.join()
+            observer.schedule(_Handler(self), str(self.root), recursive=True,
+                              event_filter=list(_EVENT_TYPES))
+            observer.start()
+        except OSError as exc:
+            _halt(observer)
+            if exc.errno in WATCH_LIMIT_ERRNOS:
+                raise WatcherUnusable(
+                    f"the inotify watch limit is reached: the kernel refused watches for "
+                    f"{self.root} (errno {errno.errorcode.get(exc.errno or 0, exc.errno)})",
+                    "raise fs.inotify.max_user_watches (sysctl), or free watches other "
+                    "programs hold; until then the hooks work in-process") from exc
             raise
-        self._fd = fd
+        self._observer = observer
 
     def stop(self) -> None:
-        if self._group is not None:
-            self._group.deactivate()
-            self._group = None
-        if self._fd is not None:
-            self._fd.stop()
-            self._fd.join(timeout=10)
-            self._fd = None
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            _halt(observer)
         self.barriers.remove()
 
     def plant_barrier(self, token: int) -> None:
         self.barriers.plant(token)
 
     def rewatch(self) -> None:
-        """Ignore rules changed: watch the directories no longer ignored (those already
-        watched keep their watch; the walk runs again, as after an overflow)."""
-        group = self._group
-        if group is None:
-            return
-        refresh = getattr(self.ignored, "refresh", None)
-        if refresh is not None:
-            refresh()
-        with group._lock:
-            group._add_all_callbacks(group.path)
+        """Ignore rules changed: which trees are dropped is asked again (every directory
+        is watched; what changed meanwhile in a tree no longer ignored, the rescan finds)."""
+        self.drop.refresh()
 
     def watch_count(self) -> int:
         return inotify_watches(os.getpid())
 
-    def overflowed(self) -> None:
-        self.sink.put(Raw("overflow", at=time.time()))
+    def unwatched(self) -> dict[bytes, str]:
+        return self.audit.unwatched()
 
-    def dispatch(self, event: Any, path: bytes) -> None:
-        """Runs on watchdog's reader thread, in kernel order: classify, filter, enqueue."""
+    def dispatch(self, event: Any) -> None:
+        """Runs on the observer's dispatch thread, in kernel order: classify, drop what
+        no snapshot holds, enqueue."""
+        if event.is_synthetic:
+            return      # a moved or moved-in directory is one event for all below it
         now = time.time()
         directory = bool(event.is_directory)
-        if event.is_create or event.is_attrib or event.is_close_write or event.is_moved_to:
-            token = self.barriers.token_of(path, directory)
+        src = os.fsencode(event.src_path)
+        if isinstance(event, _BARRIER_EVENTS):
+            token = self.barriers.token_of(src, directory)
             if token is not None:
                 self.sink.put(Raw("barrier", token=token, at=now))
                 return
-        if event.is_attrib and directory:
-            return      # a directory's own mode or times: no file changed
-        kind = _kind(event)
-        if kind is None:
+        if isinstance(event, wd_events.FileSystemMovedEvent):
+            dest = os.fsencode(event.dest_path)
+            if src:
+                self._put("move_from", src, now, directory)
+            if dest:
+                self._put("move_to", dest, now, directory)
             return
+        kind = _KINDS.get(type(event))
+        if kind is not None:
+            self._put(kind, src, now, directory)
+
+    def _put(self, kind: EventKind, path: bytes, at: float, directory: bool) -> None:
         rel = self.filter.relative(path)
-        if rel is not None:
-            self.sink.put(Raw(kind, rel, now, directory=directory))
+        if rel is None or self.drop.below(rel):
+            return
+        if directory and kind in ("create", "move_to"):
+            self.audit.appeared(rel)
+        self.sink.put(Raw(kind, rel, at, directory=directory))
+
+    def overflowed(self) -> None:
+        """Events were lost; watchdog has rebuilt its watches (which may now differ)."""
+        self.audit.recheck_all()
+        self.sink.put(Raw("overflow", at=time.time()))
+
+
+def _halt(observer: Any) -> None:
+    """Stop an observer whether or not it started (its inotify reader starts at schedule)."""
+    observer.stop()
+    if observer.is_alive():
+        observer.join(timeout=10)
+
+
+# What the daemon asks watchdog for (the filter also sets the kernel's event mask), and
+# the kind each event is on the worker's queue (moves become two items; losses one).
+_KINDS: dict[type[wd_events.FileSystemEvent], EventKind] = {
+    wd_events.FileCreatedEvent: "create", wd_events.DirCreatedEvent: "create",
+    wd_events.FileModifiedEvent: "write", wd_events.FileClosedEvent: "close",
+    wd_events.FileAttribEvent: "attrib", wd_events.FileDeletedEvent: "delete",
+    wd_events.DirDeletedEvent: "delete"}
+_EVENT_TYPES = (*_KINDS, wd_events.FileMovedEvent, wd_events.DirMovedEvent,
+                wd_events.EventsLostEvent)
+_BARRIER_EVENTS = (wd_events.FileCreatedEvent, wd_events.FileAttribEvent)
+
+
+class _Handler(wd_events.FileSystemEventHandler):
+    """watchdog's public handler class: every event goes to the source, an overflow too."""
+
+    def __init__(self, source: WatchdogSource) -> None:
+        super().__init__()
+        self.source = source
+
+    def dispatch(self, event: Any) -> None:
+        if isinstance(event, wd_events.EventsLostEvent):
+            self.source.overflowed()
+        else:
+            self.source.dispatch(event)
+
+
+class IgnoredTrees:
+    """What happens below an ignored directory is dropped on the dispatch thread: no
+    snapshot holds it, and the worker's queue stays free for what does (an `npm install`
+    writes tens of thousands of files). The ignored directory's own event is kept: the
+    worker decides about it, as about any path. Which directories are ignored is asked
+    once per directory (git's rules, through `IgnoredDirs`) and remembered until the
+    rules change."""
+
+    def __init__(self, prefix: bytes, ignored: Callable[[bytes], bool]) -> None:
+        self.prefix = prefix
+        self.ignored = ignored
+        self.memo: dict[bytes, bool] = {}
+
+    def refresh(self) -> None:
+        refresh = getattr(self.ignored, "refresh", None)
+        if refresh is not None:
+            refresh()
+        self.memo = {}
+
+    def below(self, rel: bytes) -> bool:
+        """Whether `rel` lies inside an ignored directory (strictly below it)."""
+        end = rel.find(b"/")
+        while end != -1:
+            directory = rel[:end]
+            known = self.memo.get(directory)
+            if known is None:
+                if len(self.memo) > 100_000:
+                    self.memo = {}
+                known = self.memo[directory] = bool(self.ignored(self.prefix + directory))
+            if known:
+                return True
+            end = rel.find(b"/", end + 1)
+        return False
+
+
+class WatchAudit:
+    """Which directories have no inotify watch: the kernel's own list of this process's
+    watches (`/proc/self/fdinfo`, an `ino:` per watch) against the directories that
+    appeared. watchdog skips a directory it cannot watch (the watch limit) without a
+    word a program can read; this asks the kernel instead. Read only when directories
+    appeared since the last look (a new tree, or every directory after an overflow)."""
+
+    def __init__(self, prefix: bytes) -> None:
+        self.prefix = prefix
+        self.lock = threading.Lock()
+        self.pending: list[bytes] = []
+        self.failed: dict[bytes, str] = {}
+        self.outer: dict[bytes, str] = {}
+        self.everything = False
+
+    def appeared(self, rel: bytes) -> None:
+        with self.lock:
+            self.pending.append(rel)
+
+    def recheck_all(self) -> None:
+        with self.lock:
+            self.everything = True
+
+    def unwatched(self) -> dict[bytes, str]:
+        """The directories without a watch, outermost only (a scan of one covers those
+        below). Called by the worker after a barrier, so every appearance before it is in."""
+        with self.lock:
+            pending, self.pending = self.pending, []
+            everything, self.everything = self.everything, False
+        if everything:
+            pending, self.failed = _directories(self.prefix), {}
+        failed = {rel: why for rel, why in self.failed.items()
+                  if os.path.isdir(self.prefix + rel)}
+        if pending:
+            watched = watched_inodes(os.getpid())
+            for rel in pending:
+                try:
+                    found = os.lstat(self.prefix + rel)
+                except OSError:
+                    continue        # gone again: nothing there to miss
+                if stat.S_ISDIR(found.st_mode) and (found.st_dev, found.st_ino) not in watched:
+                    failed[rel] = "no inotify watch (the inotify watch limit is reached)"
+        if failed != self.failed or everything or pending:
+            self.failed = failed
+            self.outer = {d: why for d, why in failed.items()
+                          if not any(a in failed for a in _ancestors(d))}
+        return self.outer
+
+
+def _directories(prefix: bytes) -> list[bytes]:
+    """Every directory below the workspace root (workspace-relative), `.git` left out."""
+    found: list[bytes] = []
+    for base, dirnames, _ in os.walk(prefix.rstrip(b"/")):
+        dirnames[:] = [d for d in dirnames if d != b".git"]
+        found.extend(base[len(prefix):] + b"/" + d if len(base) >= len(prefix) else d
+                     for d in dirnames)
+    return found
+
+
+def watched_inodes(pid: int) -> set[tuple[int, int]]:
+    """(st_dev, st_ino) of every inotify watch the process holds, from /proc."""
+    found: set[tuple[int, int]] = set()
+    fdinfo = Path(f"/proc/{pid}/fdinfo")
+    try:
+        entries = list(fdinfo.iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue
+        for ino, sdev in _WATCH_LINE.findall(text):
+            # The kernel's dev_t is major << 20 | minor; stat() encodes it another way.
+            dev = int(sdev, 16)
+            found.add((os.makedev(dev >> 20, dev & 0xFFFFF), int(ino, 16)))
+    return found
+
+
+_WATCH_LINE = re.compile(r"^inotify wd:\S+ ino:([0-9a-f]+) sdev:([0-9a-f]+)", re.MULTILINE)
 
 
 def _ancestors(path: bytes) -> list[bytes]:
     parts = path.split(b"/")
     return [b"/".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _kind(event: Any) -> EventKind | None:
-    if event.is_create:
-        return "create"
-    if event.is_modify:
-        return "write"
-    if event.is_close_write:
-        return "close"
-    if event.is_attrib:
-        return "attrib"
-    if event.is_delete:
-        return "delete"
-    if event.is_moved_from:
-        return "move_from"
-    if event.is_moved_to:
-        return "move_to"
-    return None
-
-
-class _Sink:
-    """Takes the place of watchdog's move grouper inside a watch group: every event goes
-    straight to the source; a moved-from event is remembered by cookie so the group can
-    move the watches of a renamed directory."""
-
-    def __init__(self, source: WatchdogSource) -> None:
-        self.source = source
-        self.moved_from: collections.OrderedDict[int, Any] = collections.OrderedDict()
-
-    def put_event(self, pathed: Any) -> None:
-        event = pathed.ev
-        if event.is_moved_from:
-            self.moved_from[event.cookie] = pathed
-            if len(self.moved_from) > 1024:
-                self.moved_from.popitem(last=False)
-        elif event.is_moved_to:
-            self.moved_from.pop(event.cookie, None)
-        self.source.dispatch(event, pathed.path)
-
-    def get_queued_moved_from_event(self, cookie: int) -> Any:
-        return self.moved_from.get(cookie)
-
-    def discard_pending_events(self) -> None:
-        self.moved_from.clear()
-
-    def read_event(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.moved_from.clear()
-
-
-def _group_class() -> Any:
-    """watchdog's recursive watch group, feeding our sink and reporting overflows in order."""
-    from dataclasses import dataclass as _dataclass
-    from dataclasses import field
-
-    from watchdog.observers.inotify import InotifyWatchGroup
-
-    @_dataclass
-    class Group(InotifyWatchGroup):
-        source: WatchdogSource | None = field(default=None)
-
-        def __post_init__(self) -> None:
-            assert self.source is not None
-            self._move_event_grouper = _Sink(self.source)  # type: ignore[assignment]
-            super().__post_init__()
-
-        def on_queue_overflow(self) -> None:
-            assert self.source is not None
-            self.source.overflowed()
-            super().on_queue_overflow()
-
-        def _add_all_callbacks(self, path: bytes) -> None:
-            """watchdog's recursive walk, minus `.git` and the store (plus the barrier
-            directory, which lives there); also run after an overflow and for new or
-            moved-in directories."""
-            assert self.source is not None
-            source = self.source
-            unwatched = source.filter.unwatched
-
-            def skipped(directory: bytes) -> bool:
-                return unwatched(directory) or (directory != self.path
-                                                and source.ignored(directory))
-
-            if skipped(path):
-                return
-            self._add_callback(path)
-            if path == self.path and source.barriers.in_tree:
-                self._add_callback(os.fsencode(source.barriers.dir))
-            if not os.path.isdir(path):
-                return
-            for top, dirnames, _ in os.walk(path):
-                dirnames[:] = [d for d in dirnames if not skipped(os.path.join(top, d))]
-                for name in dirnames:
-                    full = os.path.join(top, name)
-                    if not os.path.islink(full):
-                        self._add_callback(full)
-
-        def _add_callback(self, path: bytes) -> None:
-            """watchdog's, except that a directory the kernel refuses a watch for (the
-            watch limit: ENOSPC) is reported, not passed over in silence: the daemon
-            then scans it at call boundaries and says so. A directory that vanished
-            or cannot be read is passed over as before; the root's failure is raised."""
-            assert self.source is not None
-            try:
-                wd = self._inotify_fd.add_callback(path, self.event_mask, self._callback,
-                                                   self._id)
-            except OSError as exc:
-                if path == self.path:
-                    raise
-                if exc.errno in WATCH_LIMIT_ERRNOS:
-                    self.source.watch_failed(path, exc)
-                return
-            self._active_callbacks_by_path[path] = wd
-            self._active_callbacks_by_watch[wd] = path
-
-    return Group
 
 
 class ScriptedSource:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SOCKET_NAME = "daemon.sock"
+UNUSABLE_NAME = "daemon.unusable"   # why the last daemon could not serve (JSON)
+UNUSABLE_RETRY_S = 600.0            # hooks start no daemon for this long after that
 PID_NAME = "daemon.pid"
 LOCK_NAME = "daemon.lock"
 _MAX_SUN_PATH = 100     # sockaddr_un holds 108 bytes; longer paths go through /proc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -132,6 +133,26 @@ def _last_error(stderr: str, store_dir: Path) -> str:
     return tail[-1] if tail else "it exited at once"
 
 
+def mark_unusable(store_dir: Path, why: str) -> None:
+    """A daemon that cannot hear says so for `status`, and the hooks stop starting one
+    (each would spend seconds finding the same) for client.UNUSABLE_RETRY_S."""
+    durable.atomic_write(store_dir / client.UNUSABLE_NAME,
+                         json.dumps({"why": why, "at": time.time()}).encode())
+
+
+def unusable(store_dir: Path) -> dict[str, Any] | None:
+    """What the last daemon that could not serve said, while it still holds."""
+    try:
+        found = json.loads((store_dir / client.UNUSABLE_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def clear_unusable(store_dir: Path) -> None:
+    (store_dir / client.UNUSABLE_NAME).unlink(missing_ok=True)
+
+
 def stop(ws: Workspace, timeout: float = STOP_TIMEOUT_S) -> int | None:
     """Ask the daemon to stop (SIGTERM if it does not answer); wait until it is gone."""
     store_dir = ws.store_dir
@@ -185,6 +206,8 @@ def status(ws: Workspace) -> dict[str, Any]:
                                         take_timeout=STATUS_TAKE_S).get("result", {}))
         except (client.Unreachable, client.Broken) as exc:
             value["state"], value["error"] = NOT_ANSWERING, str(exc)
+    else:
+        value["unusable"] = unusable(store_dir)
     return value
 
 
@@ -230,8 +253,8 @@ def open_log(store_dir: Path) -> logging.Logger:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
-    # watchdog's own warnings (an overflow among them) go to the same log; its complaint
-    # about a read racing the observer's stop is noise.
-    handler.addFilter(lambda record: "thread is inactive" not in record.getMessage())
-    logging.getLogger("watchdog").addHandler(handler)
+    # watchdog's own warnings go to the same log (its debug chatter does not).
+    watchdog_log = logging.getLogger("watchdog")
+    watchdog_log.setLevel(logging.WARNING)
+    watchdog_log.addHandler(handler)
     return log

@@ -1,7 +1,9 @@
-"""The daemon under the inotify watch limit (issue 21): a directory the kernel refuses a
-watch for is said in the log, `daemon status` and `status`, and scanned at every call
-boundary, so an agent's change there is still the call's; ignored directories are never
-watched.
+"""The daemon under the inotify watch limit (issues 21, 28): a directory made after the
+daemon started that the kernel refuses a watch for is said in the log, `daemon status`
+and `status`, and scanned at every call boundary, so an agent's change there is still the
+call's. A tree that does not fit under the limit at start cannot be scheduled at all
+(watchdog's public API schedules the tree whole): the daemon then does not serve, says
+why, and the hooks guard in-process.
 
 The limit is lowered in a user namespace of the test's own (`unshare --user`): the
 kernel counts and limits watches per user namespace (`/proc/sys/user/max_inotify_watches`,
@@ -29,7 +31,8 @@ from tests.helpers.commands import gg
 from tests.helpers.daemons import alive, store_of, wait_for
 
 DIRS = 40
-LIMIT = 12          # the root, the barrier directory and ten more
+LIMIT = 12          # far fewer than the repository's directories
+NEW_DIRS = 60       # made while the daemon runs, with room for about a dozen
 
 
 def _unshare_works() -> bool:
@@ -102,14 +105,65 @@ def _shows_the_limit_and_owns_the_change(repo: Path) -> None:
     assert plan["conflicts"] == []
 
 
+def _directories(repo: Path) -> int:
+    return sum(len(dirs) for _, dirs, _ in os.walk(repo)) + 1
+
+
+def _room_for_a_dozen(repo: Path) -> int:
+    """A limit that fits the tree the daemon will watch at start (`.git` included, with
+    its 256 object fan-outs made now rather than by the daemon) and a dozen directories
+    more: the rest of the NEW_DIRS made later find none."""
+    for i in range(256):
+        (repo / ".git" / "objects" / f"{i:02x}").mkdir(exist_ok=True)
+    (store_of(repo) / "barrier").mkdir(exist_ok=True)
+    return _directories(repo) + 12
+
+
+def _make_new_dirs(repo: Path) -> None:
+    """NEW_DIRS directories, each with a committed file (the user's work, done)."""
+    for i in range(DIRS, DIRS + NEW_DIRS):
+        (repo / f"d{i:02}").mkdir()
+        (repo / f"d{i:02}" / "keep.txt").write_text(f"{i}\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "more dirs"], cwd=repo, check=True)
+
+
+def _in_namespace(limit: int) -> list[str]:
+    return ["unshare", "--user", "--map-root-user", "sh", "-c",
+            f'echo {limit} > /proc/sys/user/max_inotify_watches && exec "$@"', "sh"]
+
+
 @pytest.mark.skipif(not _unshare_works(),
                     reason="needs `unshare --user` (user namespaces) to lower the limit")
-def test_a_change_in_an_unwatched_directory_is_still_the_calls(repo: Path) -> None:
+def test_a_change_in_a_directory_made_over_the_limit_is_still_the_calls(repo: Path) -> None:
     _seed(repo)
-    prefix = ["unshare", "--user", "--map-root-user", "sh", "-c",
-              f'echo {LIMIT} > /proc/sys/user/max_inotify_watches && exec "$@"', "sh"]
-    with _daemon(repo, prefix):
+    with _daemon(repo, _in_namespace(_room_for_a_dozen(repo))):
+        _make_new_dirs(repo)
         _shows_the_limit_and_owns_the_change(repo)
+
+
+@pytest.mark.skipif(not _unshare_works(),
+                    reason="needs `unshare --user` (user namespaces) to lower the limit")
+def test_a_tree_over_the_limit_at_start_is_refused_and_guarded_in_process(repo: Path) -> None:
+    _seed(repo)
+    started = subprocess.run([*_in_namespace(LIMIT), sys.executable, "-m", "gitguard",
+                              "daemon", "start"], cwd=repo, capture_output=True, text=True)
+    assert started.returncode == 1, started
+    assert "the inotify watch limit is reached" in started.stderr, started.stderr
+    assert "Traceback" not in started.stderr
+    assert client.pid_of(str(store_of(repo))) is None
+    shown = json.loads(gg(repo, "daemon", "status", "--json", check=False).stdout)
+    assert "the inotify watch limit is reached" in shown["unusable"]["why"]
+    assert "could not serve" in gg(repo, "status").stdout
+    begin = gg(repo, "call", "begin", "--tool", "Write", "--writes", "d03/agent.txt",
+               "--json", "--input", json.dumps({"file_path": "d03/agent.txt",
+                                                 "content": "agent\n"}))
+    call_id = json.loads(begin.stdout)["callId"]
+    (repo / "d03" / "agent.txt").write_text("agent\n")
+    gg(repo, "call", "end", call_id, "--status", "succeeded")
+    dirty = {d["path"]: d for d in json.loads(gg(repo, "status", "--json").stdout)["dirty"]}
+    assert (dirty["d03/agent.txt"]["owner"], dirty["d03/agent.txt"]["confidence"]) == (
+        call_id, "exact")
 
 
 GLOBAL = Path("/proc/sys/fs/inotify/max_user_watches")
@@ -134,35 +188,22 @@ def test_the_global_limit_lowered_as_root(repo: Path) -> None:
     _seed(repo)
     old = GLOBAL.read_text()
     try:
-        # Just above what root's processes hold now: the daemon gets a few watches. Other
-        # processes keep theirs; the limit is back within the test.
-        GLOBAL.write_text(f"{_watches_in_use(0) + LIMIT}\n")
+        # Just above what root's processes hold now and the tree the daemon watches at
+        # start. Other processes keep theirs; the limit is back within the test.
+        GLOBAL.write_text(f"{_watches_in_use(0) + _room_for_a_dozen(repo)}\n")
         with _daemon(repo, []):
+            _make_new_dirs(repo)
             GLOBAL.write_text(old)          # the daemon has met the limit: others need not
             _shows_the_limit_and_owns_the_change(repo)
     finally:
         GLOBAL.write_text(old)
 
 
-def test_ignored_directories_are_not_watched(repo: Path) -> None:
-    _seed(repo)
-    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "node_modules/\n")
-    for i in range(100):
-        (repo / "node_modules" / f"pkg{i}" / "lib").mkdir(parents=True)
-    with _daemon(repo, []):
-        found = json.loads(gg(repo, "daemon", "status", "--json").stdout)
-        # The root, the barrier directory, d00..d39, src (and build/, ignored, not watched).
-        assert found["watches"] == DIRS + 3, found["watches"]
-        assert found["unwatched"] == []
-
-
-def test_a_new_dependency_directory_is_not_watched_and_its_files_are_not_the_calls(
-        repo: Path) -> None:
-    """`npm install` into a node_modules/ git does not ignore: no watch per directory in it
-    (no snapshot holds it), its files are in no call's patch, and status lists it."""
+def test_a_new_dependency_directory_is_not_the_calls(repo: Path) -> None:
+    """`npm install` into a node_modules/ git does not ignore: its files are in no call's
+    patch (no snapshot holds them), and status lists it."""
     _seed(repo)
     with _daemon(repo, []):
-        watches = json.loads(gg(repo, "daemon", "status", "--json").stdout)["watches"]
         begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
                    "--input", json.dumps({"command": "npm install"}))
         call_id = json.loads(begin.stdout)["callId"]
@@ -176,7 +217,7 @@ def test_a_new_dependency_directory_is_not_watched_and_its_files_are_not_the_cal
         status = gg(repo, "status").stdout
     assert "1 file(s) changed" in end.stdout, end.stdout
     assert [p["path"] for p in ledger[call_id]["filePatches"]] == ["package-lock.json"]
-    assert found["watches"] == watches, "node_modules/ and its 200 directories unwatched"
+    assert found["unwatched"] == []
     assert "node_modules/" in status, status
 
 

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.daemon.watcher import Raw, WatchdogSource
+from gitguard.daemon.watcher import IgnoredDirs, Raw, WatchdogSource
 from gitguard.snapshot.daemon_snapshotter import diff_trees
 from tests.helpers.commands import git
 
@@ -92,25 +92,79 @@ def test_in_process_diffs_equal_git_diff_tree(repo: Path) -> None:
                           text=True).stdout.strip() == "tree"
 
 
-def test_barriers_rename_one_file_and_reuse_a_leftover(repo: Path) -> None:
-    """Each barrier renames the one barrier file (no file made or removed per barrier);
-    a file a killed daemon left is taken over, and stop removes it."""
+def test_barriers_create_a_file_each_and_clear_leftovers(repo: Path) -> None:
+    """Each barrier is one new file named by its token (the last one removed); files a
+    killed daemon left are cleared at start, and stop removes the last."""
     store = repo / ".git" / "gitguard"
     (store / "barrier").mkdir(parents=True)
-    leftover = store / "barrier" / ".gg-barrier-1"
-    leftover.write_bytes(b"")
-    inode = leftover.stat().st_ino
+    (store / "barrier" / ".gg-barrier-41").write_bytes(b"")
     sink: queue.SimpleQueue[Raw] = queue.SimpleQueue()
     source = WatchdogSource(repo, store, sink)
     source.start()
     try:
-        for token in (1, 2, 3):     # 1 is the leftover's own name: an attrib event
+        assert os.listdir(store / "barrier") == []
+        for token in (1, 2, 3):
             (repo / "new.txt").write_text(str(token))
             seen = until_barrier(sink, source, token)
             assert b"new.txt" in {r.path for r in seen}
-            files = os.listdir(store / "barrier")
-            assert files == [f".gg-barrier-{token}"], files
-            assert (store / "barrier" / files[0]).stat().st_ino == inode
+            assert os.listdir(store / "barrier") == [f".gg-barrier-{token}"]
     finally:
         source.stop()
     assert os.listdir(store / "barrier") == []
+
+
+def test_moves_are_paired_and_a_move_out_comes_before_the_barrier(repo: Path,
+                                                                  tmp_path: Path) -> None:
+    """A rename inside the workspace is a moved-from and a moved-to, one after the other;
+    a file moved out of the workspace (watchdog holds its moved-from while it looks for
+    the pair) still comes out before a barrier planted after it."""
+    store = repo / ".git" / "gitguard"
+    store.mkdir()
+    sink: queue.SimpleQueue[Raw] = queue.SimpleQueue()
+    source = WatchdogSource(repo, store, sink)
+    source.start()
+    try:
+        os.rename(repo / "README.md", repo / "src" / "README.txt")
+        os.rename(repo / "src", repo / "lib")
+        seen = [(r.kind, r.path) for r in until_barrier(sink, source, 1)]
+        first = seen.index(("move_from", b"README.md"))
+        assert seen[first + 1] == ("move_to", b"src/README.txt"), seen
+        at = seen.index(("move_from", b"src"))
+        assert seen[at + 1] == ("move_to", b"lib"), seen
+        assert not any(p.startswith(b"lib/") for _, p in seen), "a directory is one event"
+        (repo / "lib" / "app.py").write_text("still watched after the move\n")
+        os.rename(repo / "lib" / "README.txt", tmp_path / "outside.txt")
+        seen = [(r.kind, r.path) for r in until_barrier(sink, source, 2)]
+        assert ("move_from", b"lib/README.txt") in seen, seen
+        assert ("close", b"lib/app.py") in seen, "the moved directory keeps its watch"
+    finally:
+        source.stop()
+
+
+def test_what_happens_below_an_ignored_directory_never_reaches_the_queue(repo: Path) -> None:
+    """An `npm install` into an ignored directory: the directory's own event reaches the
+    worker (it decides), nothing below it does; a tracked directory is never dropped."""
+    (repo / ".gitignore").write_text("node_modules/\nbuild/\n")
+    (repo / "build").mkdir(exist_ok=True)
+    (repo / "build" / "kept.txt").write_text("tracked inside an ignored name\n")
+    git(repo, "add", "-f", ".gitignore", "build/kept.txt")
+    git(repo, "commit", "-qm", "tracked build file")
+    store = repo / ".git" / "gitguard"
+    store.mkdir()
+    sink: queue.SimpleQueue[Raw] = queue.SimpleQueue()
+    source = WatchdogSource(repo, store, sink, ignored=IgnoredDirs(repo, repo))
+    source.start()
+    try:
+        for package in range(20):
+            deep = repo / "node_modules" / f"p{package}" / "lib"
+            deep.mkdir(parents=True)
+            for i in range(10):
+                (deep / f"m{i}.js").write_text("module.exports = 1\n")
+        (repo / "build" / "kept.txt").write_text("changed\n")
+        paths = {r.path for r in until_barrier(sink, source, 1)}
+        assert b"node_modules" in paths
+        assert not any(p.startswith(b"node_modules/") for p in paths), sorted(paths)[:5]
+        assert b"build/kept.txt" in paths
+        assert source.unwatched() == {}
+    finally:
+        source.stop()

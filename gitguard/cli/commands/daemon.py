@@ -89,6 +89,11 @@ def daemon_status(ctx: Ctx, as_json: bool) -> None:
             stale = found.get("stalePid")
             click.echo("The daemon is not running" +
                        (f" (stale pid {stale} from a daemon that was killed)" if stale else ""))
+            unusable = found.get("unusable")
+            if unusable:
+                click.echo(f"  The last one could not serve: {unusable.get('why')}; the hooks "
+                           "work in-process and start none for 10 minutes "
+                           "(`gitguard daemon start` tries at once)")
             return
         click.echo(f"The daemon runs (pid {found['pid']}) for {found.get('workspace')}")
         click.echo(f"  {found.get('watches', '?')} inotify watches, "

@@ -47,6 +47,10 @@ def status(ctx: Ctx, as_json: bool) -> None:
                        "watch limit is reached; raise fs.inotify.max_user_watches): scanned at "
                        "each call's start and end. First: "
                        + ", ".join(unwatched.get("first", [])[:5]))
+        unusable = found.daemon.get("unusable")
+        if unusable:
+            click.echo(f"daemon: not running, it could not serve: {unusable.get('why')} "
+                       "(the hooks work in-process; `gitguard daemon start` tries again)")
         for path in found.skipped:
             why = "dependency or build directory" if path.endswith("/") else "over the size cap"
             click.echo(f"  skipped ({why}): {path}")
