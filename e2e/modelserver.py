@@ -47,16 +47,19 @@ def _text_of(content: Any) -> str:
 
 
 def parse_script(text: str) -> list[dict[str, Any]] | None:
-    """The JSON list after the last MARKER in `text` (it runs to the end of its line)."""
-    at = text.rfind(MARKER)
-    if at < 0:
-        return None
-    line = text[at + len(MARKER):].split("\n", 1)[0].strip()
-    try:
-        script = json.loads(line)
-    except ValueError:
-        return None
-    return script if isinstance(script, list) else None
+    """The JSON list after the last MARKER in `text` that starts one (it runs to the end of
+    its line). A script may carry another inside a string (a subagent's prompt): that one's
+    marker is escaped JSON and does not parse, so the outer script is found before it."""
+    at = len(text)
+    while (at := text.rfind(MARKER, 0, at)) >= 0:
+        line = text[at + len(MARKER):].split("\n", 1)[0].strip()
+        try:
+            script = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(script, list):
+            return script
+    return None
 
 
 @dataclass
