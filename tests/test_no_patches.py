@@ -29,3 +29,13 @@ def test_no_compiler_is_started() -> None:
              for n, line in enumerate(text.splitlines(), 1)
              if re.search(r"""["'](cc|gcc|clang)["']|GITGUARD_CC|which\(["']cc""", line)]
     assert found == []
+
+
+def test_no_watchdog_internals_and_no_pydantic_private_serializer() -> None:
+    """Only watchdog's public API (issue 28): a release that rewrote its inotify internals
+    made a daemon built on them deaf. Nor pydantic's private serializer attribute."""
+    names = ("InotifyWatchGroup", "inotify_c", "_add_callback", "_active_callbacks_",
+             "_move_event_grouper", "__pydantic_serializer__", "InotifyFD")
+    found = [f"{p}: {name}" for p, text in _sources().items() for name in names
+             if name in text]
+    assert found == []

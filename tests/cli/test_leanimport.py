@@ -1,6 +1,10 @@
 """pygit2 imported in a fresh process without libgit2 parsing the CA bundle file
 (gitguard.cli.startup): the real `ssl`, the CA directory handed to libgit2, and the user's
-SSL_CERT_FILE back as it was for everything after the import."""
+SSL_CERT_FILE back as it was for everything after the import.
+
+These fail loudly if pygit2 stops handing libgit2 `ssl.get_default_verify_paths()` at
+import (the behaviour startup.py designs around): the locations pygit2 reports through
+its public settings would no longer be the directory alone."""
 
 from __future__ import annotations
 
@@ -15,8 +19,7 @@ from gitguard.cli.startup import lean_pygit2
 lean_pygit2()
 import pygit2, ssl
 repo = pygit2.init_repository(sys.argv[1])
-print(pygit2.settings._default_tls_verify_paths.cafile,
-      pygit2.settings._default_tls_verify_paths.capath,
+print(pygit2.settings.ssl_cert_file, pygit2.settings.ssl_cert_dir,
       os.environ.get("SSL_CERT_FILE", "<unset>"), hasattr(ssl, "SSLContext"),
       str(repo.create_blob(b"hello")))
 """

@@ -236,6 +236,37 @@ def test_a_killed_daemon_is_recovered_and_its_downtime_is_unknown(repo: Path) ->
         assert by_path["down.txt"] == "ambiguous"
 
 
+def _no_core_dump() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))     # inherited by the daemon
+
+
+@pytest.mark.parametrize("fatal", [signal.SIGSEGV, signal.SIGABRT], ids=["SIGSEGV", "SIGABRT"])
+def test_a_fatal_signal_leaves_the_stacks_in_daemon_log(repo: Path, fatal: int) -> None:
+    """A crash in C code (libgit2) kills the daemon without a word from logging: the real
+    daemon, sent the signal such a crash raises, writes every thread's stack to its log."""
+    started = subprocess.run([sys.executable, "-m", "gitguard", "daemon", "start", "--json"],
+                             cwd=repo, capture_output=True, text=True, check=True,
+                             preexec_fn=_no_core_dump)
+    pid = json.loads(started.stdout)["pid"]
+    request(repo, "flush")
+    os.kill(pid, fatal)
+    wait_for("the crashed daemon to die", lambda: not alive(pid))
+    log = (store_of(repo) / "daemon.log").read_text()
+    name = "Segmentation fault" if fatal == signal.SIGSEGV else "Aborted"
+    crash = log[log.index(f"Fatal Python error: {name}"):]
+    assert "most recent call first" in crash
+    assert "gitguard/daemon/daemon.py" in crash     # the main thread's stack, in our code
+    assert crash.count("Thread 0x") >= 2            # every thread, the watcher's among them
+    assert json.loads(gg(repo, "daemon", "status", "--json", check=False).stdout
+                      )["stalePid"] == pid
+    again = json.loads(gg(repo, "daemon", "start", "--json").stdout)
+    assert again["stalePid"] == pid
+    gg(repo, "daemon", "stop")
+    assert log in (store_of(repo) / "daemon.log").read_text()   # appended after, not over
+
+
 def test_calls_from_many_processes_are_serialized(repo: Path) -> None:
     script = ("import subprocess, sys\n"
               "repo, n = sys.argv[1], sys.argv[2]\n"

@@ -3,6 +3,7 @@ never hide a corrupt line."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from gitguard import clock, verify
 from gitguard.api import Guard
 from gitguard.errors import CorruptRecord
 from gitguard.ledger import fold, journal
-from gitguard.models import LedgerEvent, ToolLedgerEntry
+from gitguard.models import FilePatchEntry, LedgerEvent, ToolLedgerEntry
 from gitguard.storage import durable
 from gitguard.storage.store import Store
 from gitguard.workspace import discover
@@ -227,3 +228,99 @@ def test_verify_checks_each_merged_state(repo: Path) -> None:
     assert "ledger seq 99: call call_2 is succeeded; it cannot become started" in found
     assert "call_2 names checkpoint ckpt_gone, which is not in the index" in found
     guard.close()
+
+
+# --- the cache's bytes --------------------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "ledger" / "fold_cache.golden"
+
+
+def golden_fold() -> tuple[bytes, fold.Fold]:
+    """A fold holding what a cache must carry as it always did: camelCase names, fields at
+    their default left out (a whole entry's and a file patch's), fields set to a value that
+    equals no default, non-ASCII text in paths and summaries, an action, a torn tail."""
+    def one(n: int, status: str) -> ToolLedgerEntry:
+        patch = FilePatchEntry(path=f"src/café_{n}.py", before_hash=None, after_hash="b" * 40,
+                               patch_ref=f"patch_call_{n}.diff", tool_call_id=f"call_{n}",
+                               created_at="2026-01-02T03:04:05.000006Z", after_mode=0o100755)
+        return ToolLedgerEntry(
+            call_id=f"call_{n}", step_id=f"step_{n}", tool_name="Edit" if n % 2 else "Bash",
+            input_hash=f"{n:064x}", status=status, risk_level="low", idempotency="conditional",
+            replay_policy="auto", session_id="s1", planned_at="2026-01-02T03:04:05.000001Z",
+            started_at=None if status == "planned" else "2026-01-02T03:04:05.000002Z",
+            summary=f"écrit {n} — 日本語 ✓" if n % 2 else "",
+            declared_writes=(f"src/café_{n}.py",) if n % 2 else (),
+            file_patches=(patch,) if n % 2 else (), side_effects=("network",) if n == 2 else (),
+            error_summary="boom\n\"quoted\"\ttab" if status == "failed" else None)
+    entries = [one(1, "succeeded"), one(2, "failed"), one(3, "planned"), one(4, "started")]
+    raw = b"".join(durable.encode_line({"seq": n}) for n in range(1, 9)) + b'{"torn'
+    folded = fold.Fold(entries={e.call_id: e for e in entries},
+                       order=[e.call_id for e in entries],
+                       first_seq={e.call_id: 2 * n for n, e in enumerate(entries, start=1)},
+                       actions=[{"schemaVersion": 1, "seq": 8, "recordedAt": "2026-01-02",
+                                 "action": {"type": "rollback_files", "checkpointId": "ckpt_ü"}}],
+                       last_seq=8, lines=8, offset=raw.rfind(b"\n") + 1)
+    return raw, folded
+
+
+def saved(folded: fold.Fold, raw: bytes) -> bytes:
+    work = scratch_root()
+    try:
+        cache = fold.cache_path(work / "ledger.jsonl")
+        fold._save(cache, raw, folded)
+        return cache.read_bytes()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_cache_is_written_byte_for_byte_as_before() -> None:
+    """The golden file is what the cache writer wrote through pydantic-core's serializer
+    directly (before issue 28); the public API must give the same bytes, so a cache an
+    older gitguard left is read as before and a newer one reads ours."""
+    raw, folded = golden_fold()
+    assert saved(folded, raw) == GOLDEN.read_bytes()
+    data = durable.checked_data(GOLDEN.read_bytes().rstrip(b"\n"))
+    assert data is not None and "écrit 1 — 日本語 ✓".encode() in data   # UTF-8, not \\u escapes
+    assert b'"schemaVersion"' not in data.split(b'"entries"')[1]          # defaults left out
+    assert b'"beforeHash":null' in data and b'"afterMode":33261' in data   # None, not default
+
+
+def test_the_cache_of_a_real_ledger_is_what_model_dump_json_gives(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fold, "FOLD_EVERY", 4)
+    guard = Guard.open(repo)
+    names = ["plain.txt", "café.txt", "日本語/ファイル.md", "dir with space/x\ty.txt"]
+    for n, name in enumerate(names * 2):
+        begun = guard.begin_call("Write", {"file_path": name, "content": f"é{n}"}, writes=[name])
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(f"é{n}\n")
+        guard.end_call(begun.call_id, "failed" if n % 3 == 0 else "succeeded", f"résultat {n}")
+    journal.forget()
+    cache = fold.cache_path(guard.store.ledger_path)
+    cache.unlink(missing_ok=True)
+    state = journal.read(guard.store)
+    line = cache.read_bytes()
+    data = durable.checked_data(line.rstrip(b"\n"))
+    assert data is not None
+    record = fold._Cache.model_validate_json(data)
+    assert [e.call_id for e in record.entries] == state.order
+    assert data == record.model_dump_json(by_alias=True, exclude_defaults=True).encode()
+    assert json.loads(data) == record.model_dump(mode="json", by_alias=True,
+                                                 exclude_defaults=True)
+    assert {c: e.to_json() for c, e in state.entries.items()} == reference(
+        guard.store.ledger_path)[0]
+    guard.close()
+
+
+def test_a_cache_with_non_utf8_paths_is_written_and_read_back(store: Store) -> None:
+    """Lone surrogates (non-UTF-8 path bytes) make pydantic-core's JSON refuse: the
+    canonical JSON fallback writes the cache instead, and it reads back."""
+    odd = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+    append_calls(store, range(40, 52), path=odd)
+    cache = fold.cache_path(store.ledger_path)
+    cache.unlink(missing_ok=True)
+    journal.forget()
+    journal.read(store)
+    assert b"caf\\udce9.txt" in cache.read_bytes()
+    journal.forget()
+    assert folded(store) == reference(store.ledger_path)
