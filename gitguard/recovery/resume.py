@@ -156,7 +156,7 @@ def resume(g: GuardContext, *, checkpoint_id: str | None = None,
         trace_log.emit(g.store, "recovery", "recovery.verify", session_id=sid,
                        headMoved=check.head_then != check.head_now, changed=len(check.changed),
                        conflicts=[c.record.path for c in check.conflicts])
-        result = _result(g, state, sid, choice, check, entries)
+        result = _result(g, state, index, sid, choice, check, entries)
         faults.point("resume.before_done")
         trace_log.emit(g.store, "recovery", "recovery.resume", session_id=sid,
                        duration_ms=(time.perf_counter() - started_clock) * 1000,
@@ -234,11 +234,13 @@ def _resume_checkpoint(g: GuardContext, state: journal.LedgerState, index: check
     return made.checkpoint_id
 
 
-def _result(g: GuardContext, state: journal.LedgerState, session_id: str, choice: Choice,
-            check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
+def _result(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index,
+            session_id: str, choice: Choice, check: WorkspaceCheck,
+            entries: list[ToolLedgerEntry]) -> ResumeResult:
     """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
     first_seq = state.first_seq
-    last_step, horizon = last_completed(entries, first_seq, choice.saved)
+    last_step, horizon = last_completed(entries, first_seq, choice.saved,
+                                        _step_posts(g, index, session_id, entries))
     # One pass over the session's calls (10,000 after a long run) for what every call adds.
     calls: list[ToolLedgerEntry] = []
     uncertain: list[str] = []
@@ -278,6 +280,24 @@ def _result(g: GuardContext, state: journal.LedgerState, session_id: str, choice
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=message_store.read_messages(g.snap, found) if found else [],
         note=recovery_note.render(facts))
+
+
+def _step_posts(g: GuardContext, index: checkpoints.Index, session_id: str,
+                entries: list[ToolLedgerEntry]) -> list[tuple[str, int]]:
+    """(step, ledgerSeq) of the session's post checkpoints of steps that made no call
+    (`checkpoint --kind post --step S`): such a step completed all the same. A step with
+    calls completes by its calls; its post checkpoints are its calls' own (thousands on a
+    long run), so only the few of call-less steps are loaded."""
+    with_calls = {e.step_id for e in entries}
+    found: list[tuple[str, int]] = []
+    for row in index.rows:
+        if (row.session_id != session_id or row.kind != "post" or not row.step_id
+                or row.step_id in with_calls):
+            continue
+        checkpoint, _reason = usable(g.store, g.snap, row)
+        if checkpoint is not None:
+            found.append((row.step_id, checkpoint.ledger_seq))
+    return found
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
