@@ -96,9 +96,9 @@ def _probe_facts(g: GuardContext, tool: str, tool_input: Mapping[str, Any],
     command = command_of(tool, tool_input)
     if command is None:
         return None
-    here = Path.cwd()
-    cwd = here if here.is_relative_to(g.ws.root) else g.ws.root
     try:
+        here = Path.cwd()
+        cwd = here if here.is_relative_to(g.ws.root) else g.ws.root
         facts = probe_facts.gather(g.ws.root, cwd, g.snap.repo if g.ws.is_git else None,
                                    command)
     except (OSError, ValueError, KeyError, pygit2.GitError):
