@@ -44,6 +44,7 @@ from gitguard.storage.store import Store
 from gitguard.workspace import Workspace, discover
 
 if TYPE_CHECKING:
+    from gitguard.recovery import probes
     from gitguard.recovery import resume as recovery
 
 
@@ -234,6 +235,11 @@ class Guard:
         from gitguard.recovery import resume as recovery
 
         return recovery.reconcile(self, call_id, status, note)
+
+    def reconcile_by_probe(self, call_id: str) -> probes.Outcome:
+        from gitguard.recovery import resume as recovery
+
+        return recovery.reconcile_by_probe(self, call_id)
 
     def background_call(self, call_id: str, task_id: str) -> None:
         """The call goes on running in the background as `task_id`: it stays open (its

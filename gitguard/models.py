@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 SCHEMA_VERSION = 1
@@ -20,6 +20,7 @@ RiskLevel = Literal["low", "medium", "high", "critical"]
 Resolution = Literal["pending", "keep_user", "apply_agent", "manual_merge"]
 CheckpointKind = Literal["pre", "post", "manual", "pre_rollback", "resume"]
 Confidence = Literal["exact", "window", "ambiguous", "unknown"]
+ProbeResult = Literal["happened", "not_happened", "unknown"]
 TraceType = Literal["checkpoint", "tool", "recovery", "rollback", "conflict", "gc", "session"]
 
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed"})
@@ -39,6 +40,31 @@ class Versioned(Record):
     schema_version: int = SCHEMA_VERSION
 
 
+class ProbeCheck(Record):
+    """One way a probe's run can read: its exit code is one of `exit`, every `stdout` and
+    `stderr` regex is found, no `stdout_lacks` regex is. `{name}` in a regex is the field's
+    value, matched literally."""
+
+    exit: tuple[int, ...] = (0,)
+    stdout: tuple[str, ...] = ()
+    stdout_lacks: tuple[str, ...] = ()
+    stderr: tuple[str, ...] = ()
+
+
+class ProbeDefinition(Record):
+    """A read-only command whose run says whether a call's effect happened (recovery/probes.py).
+    `argv` is a template filled from the call's input (`{name}`); one element stays one
+    argument. A run that matches neither list, or both, could not tell."""
+
+    argv: tuple[str, ...]
+    happened: tuple[ProbeCheck, ...] = (ProbeCheck(exit=(0,)),)
+    not_happened: tuple[ProbeCheck, ...] = (ProbeCheck(exit=(1,)),)
+    effect: str | None = None            # "publish {name}@{version}": "did publish ..."
+    happened_because: str | None = None  # "the registry lists it"
+    not_happened_because: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
+
+
 class ToolDefinition(Versioned):
     name: str
     idempotency: Idempotency = "conditional"
@@ -51,6 +77,14 @@ class ToolDefinition(Versioned):
     # The state a call of this tool acts on, part of its replay identity (replay_state.py):
     # ["file:package.json", "git:HEAD"].
     replay_key: tuple[str, ...] | None = None
+    # A read-only command that tells whether an uncertain call's effect happened:
+    # `probe = ["argv", ...]` (exit 0: it happened, 1: it did not) or a table.
+    probe: ProbeDefinition | None = None
+
+    @field_validator("probe", mode="before")
+    @classmethod
+    def _probe_argv(cls, value: Any) -> Any:
+        return {"argv": value} if isinstance(value, list | tuple) else value
 
 
 class FilePatchEntry(Versioned):
@@ -95,6 +129,13 @@ class ToolLedgerEntry(Versioned):
     # commits, a tool's declared replayKey): hash of the input and that state. None: the
     # input hash alone (ledger.run_key).
     replay_key: str | None = None
+    # What the call's built-in probe needs, read when it began (a `git push`'s remote, ref
+    # and the commit it sends; the name and version `npm publish` publishes): redacted.
+    probe_facts: dict[str, str] | None = None
+    # Set when a probe settled the call (recovery/probes.py); the evidence is the artifact.
+    probed_at: str | None = None
+    probe_result: ProbeResult | None = None
+    probe_ref: str | None = None
 
 
 class RollbackFiles(Record):

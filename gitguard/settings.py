@@ -10,6 +10,7 @@ from typing import Any
 from gitguard.errors import GitguardError
 
 DEFAULT_SIZE_CAP = 10 * 1024 * 1024
+DEFAULT_PROBE_TIMEOUT = 5.0     # seconds a probe may run (recovery/probes.py)
 # Untracked, not-ignored directories with these names are dependency or build output:
 # left out of snapshots (and listed), so a fresh `npm install` never lands in the store.
 DEFAULT_SKIP_DIRS = ("node_modules", ".venv", "venv", "target", "dist", "build", "__pycache__",
@@ -28,6 +29,7 @@ class Settings:
     encryption: bool = False
     keyring_user: str = "default"
     daemon_autostart: bool = True
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,25 @@ def load(root: Path, *, untracked_size_cap: int | None = None) -> Settings:
                     skip_dirs=_skip_dirs(config), retention=_retention(config),
                     encryption=_bool("GITGUARD_ENCRYPT", encryption.get("enabled", False)),
                     keyring_user=str(encryption.get("keyring_user", "default")),
-                    daemon_autostart=daemon_autostart(config))
+                    daemon_autostart=daemon_autostart(config),
+                    probe_timeout=_probe_timeout(config))
+
+
+def _probe_timeout(config: dict[str, Any]) -> float:
+    """`GITGUARD_PROBE_TIMEOUT`, else `[probes] timeout`: seconds each probe may run."""
+    if os.environ.get("GITGUARD_PROBE_TIMEOUT"):
+        name, value = "GITGUARD_PROBE_TIMEOUT", os.environ["GITGUARD_PROBE_TIMEOUT"]
+    else:
+        name, value = "probes.timeout", _table(config, "probes").get(
+            "timeout", DEFAULT_PROBE_TIMEOUT)
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        raise GitguardError(f"{name} must be a number of seconds above 0, not {value!r}",
+                            "for example [probes] timeout = 5 in .gitguard.toml")
+    return seconds
 
 def daemon_autostart(config: dict[str, Any]) -> bool:
     """`GITGUARD_NO_DAEMON=1` or `[daemon] autostart = false` keep the daemon from starting

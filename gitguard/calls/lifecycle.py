@@ -6,7 +6,10 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pygit2
 
 from gitguard import clock, jsontext
 from gitguard.calls import tools
@@ -79,6 +82,35 @@ def _replay_key(g: GuardContext, tool: str, tool_input: Mapping[str, Any], diges
                                    tools.declared_replay_key(g.settings, tool), writes)
 
 
+def _probe_facts(g: GuardContext, tool: str, tool_input: Mapping[str, Any],
+                 effects: Sequence[str]) -> dict[str, str] | None:
+    """What the call's built-in probe will need, as it stands now (calls.probe_facts);
+    only for the commands a built-in probe exists for. Redacted: a fact that held a secret
+    (a token in a remote's URL) is left out and named, never stored."""
+    from gitguard.calls import probe_facts
+
+    if not probe_facts.PROBED_EFFECTS.intersection(effects):
+        return None
+    from gitguard.calls.classify import command_of
+
+    command = command_of(tool, tool_input)
+    if command is None:
+        return None
+    try:
+        here = Path.cwd()
+        cwd = here if here.is_relative_to(g.ws.root) else g.ws.root
+        facts = probe_facts.gather(g.ws.root, cwd, g.snap.repo if g.ws.is_git else None,
+                                   command)
+    except (OSError, ValueError, KeyError, pygit2.GitError):
+        return None                     # a probe less; never a call refused for it
+    if facts is None:
+        return None
+    redacted = g.store.privacy.redact_json(facts)
+    secret = sorted(k for k in facts if redacted.get(k) != facts[k])
+    kept = {k: v for k, v in facts.items() if k not in secret}
+    return {**kept, "redacted": ",".join(secret)} if secret else kept
+
+
 def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
           call_id: str | None = None, writes: Sequence[str] = (),
           idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
@@ -104,6 +136,7 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
     redacted_input = g.store.privacy.redact_json(dict(tool_input))
     cls = tools.classify(g.settings, tool, redacted_input)
     key = _replay_key(g, tool, tool_input, digest, declared)
+    facts = _probe_facts(g, tool, tool_input, cls.side_effects)
     started_clock = time.perf_counter()
     with g.store.writing():
         session = sessions.resolve(g.store, session_id)
@@ -137,7 +170,7 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
                 classification_reason=("set by the caller" if (idempotency or replay)
                                        else cls.reason),
                 input_ref=refs[0], declared_writes=declared, replay_of=replay_of,
-                compensates=compensates, replay_key=key,
+                compensates=compensates, replay_key=key, probe_facts=facts,
                 note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
             )
             # The pre checkpoint first, then planned and started in one append (one fsync): a

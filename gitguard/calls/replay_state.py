@@ -111,10 +111,10 @@ def _pushes(repo: pygit2.Repository, command: str | Sequence[str]) -> dict[str, 
     parsed = split_commands(command) if isinstance(command, str) else split_argv(command)
     state: dict[str, str | None] = {}
     for number, cmd in enumerate(parsed.commands):
-        args = _push_args(cmd)
+        args = push_args(cmd)
         if args is None:
             continue
-        options, operands = _split(args)
+        options, operands = split_push(args)
         at = f"push{number}"
         state[f"{at}:HEAD"] = _resolve(repo, "HEAD")
         if options & _PUSH_ALL:
@@ -125,7 +125,7 @@ def _pushes(repo: pygit2.Repository, command: str | Sequence[str]) -> dict[str, 
     return state
 
 
-def _push_args(cmd: SimpleCommand) -> list[str] | None:
+def push_args(cmd: SimpleCommand) -> list[str] | None:
     """The arguments after `push` of a `git ... push ...` command, else None."""
     if not cmd.argv or os.path.basename(cmd.argv[0]) != "git":
         return None
@@ -138,7 +138,7 @@ def _push_args(cmd: SimpleCommand) -> list[str] | None:
     return None
 
 
-def _split(args: Sequence[str]) -> tuple[set[str], list[str]]:
+def split_push(args: Sequence[str]) -> tuple[set[str], list[str]]:
     options: set[str] = set()
     operands: list[str] = []
     words = iter(args)

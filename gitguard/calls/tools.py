@@ -42,7 +42,8 @@ def definitions(settings: Settings) -> dict[str, ToolDefinition]:
             raise GitguardError(f"[tools.{name}] in the gitguard config is invalid: "
                                 f"{first[1] if len(first) > 1 else first[0]}",
                                 "idempotency: idempotent|conditional|non_idempotent; "
-                                "replayPolicy: auto|ask|never") from None
+                                "replayPolicy: auto|ask|never; probe: [argv, ...] or a table "
+                                "(docs/configuration.md)") from None
     return result
 
 

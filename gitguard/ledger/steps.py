@@ -7,7 +7,7 @@ cannot answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gitguard.models import Checkpoint, ToolLedgerEntry
 
@@ -23,14 +23,18 @@ def interrupted(entry: ToolLedgerEntry) -> bool:
 
 
 def last_completed(entries: list[ToolLedgerEntry], first_seq: Mapping[str, int],
-                   saved: Checkpoint | None) -> tuple[str | None, int | None]:
+                   saved: Checkpoint | None, posts: Sequence[tuple[str, int]] = ()
+                   ) -> tuple[str | None, int | None]:
     """The last completed step and the ledger position the note's calls start after.
 
-    The step is the newest one whose calls all finished (none interrupted), or where the
-    agent saved its own state (a manual checkpoint with a step) when that came later;
-    never a step with an interrupted call, nor the step name a call's own pre checkpoint
-    carries. The note lists the calls from that step's first call on (from the saved
-    state, if that is newer), plus every uncertain one: not the whole session.
+    The step is the newest one whose calls all finished (none interrupted), or whose post
+    checkpoint was written (`posts`: (step, ledgerSeq) of the session's `checkpoint --kind
+    post --step` checkpoints) while none of its calls is interrupted, even a step that made
+    no call; or where the agent saved its own state (a manual checkpoint with a step) when
+    that came later. Never a step with an interrupted call, nor the step name a call's own
+    pre checkpoint carries. The note lists the calls from that step's first call on (after
+    a call-less step's post checkpoint; from the saved state, if that is newer), plus every
+    uncertain one: not the whole session.
     gitguard's own entries (a rollback, a conflict resolution) are not the agent's steps.
     """
     steps: dict[str, list[ToolLedgerEntry]] = {}
@@ -44,6 +48,15 @@ def last_completed(entries: list[ToolLedgerEntry], first_seq: Mapping[str, int],
         last = max(first_seq.get(c.call_id, 0) for c in calls)
         if done is None or last > done[2]:
             done = (step, min(first_seq.get(c.call_id, 0) for c in calls), last)
+    for step, seq in posts:
+        # Written when the ledger ended at `seq`: after every call whose first seq is at
+        # most `seq`, so it wins a tie. A step with calls starts where its first call does.
+        calls = steps.get(step, [])
+        if any(interrupted(c) for c in calls):
+            continue
+        if done is None or seq >= done[2]:
+            start = min((first_seq.get(c.call_id, 0) for c in calls), default=seq + 1)
+            done = (step, start, seq)
     if saved is not None and (done is None or saved.ledger_seq >= done[2]):
         return saved.step_id or (done[0] if done else None), saved.ledger_seq
     if done is None:

@@ -40,6 +40,12 @@ class CallFact:
     side_effects: tuple[str, ...] = ()
     error_summary: str | None = None
     never_started: bool = False
+    # What a probe found: "happened" / "not_happened" (the call is settled, `probe_said`
+    # is its fact: "did publish x@1.2.0 (the registry lists it)"), or "unknown" (it stays
+    # uncertain; `probe_said` says why the probe `probe_command` could not tell).
+    probe_result: str | None = None
+    probe_said: str | None = None
+    probe_command: str | None = None
 
     @property
     def label(self) -> str:
@@ -93,11 +99,18 @@ def _idempotency_phrase(value: str) -> str:
 def call_line(call: CallFact) -> str:
     if call.never_started:
         return f"Tool {call.label} was planned but never started: it did not run."
+    shown = f" `{call.summary}`" if call.summary else ""
+    if call.probe_result == "happened" and call.status == "succeeded":
+        return f"Tool {call.label}{shown} {call.probe_said}: do not repeat."
+    if call.probe_result == "not_happened" and call.status == "failed":
+        return f"Tool {call.label}{shown} {call.probe_said}: it may be run again once."
     if call.status == "uncertain":
         check = outside_check(call)
         tail = check if check.startswith("it is safe") else f"{check} before doing anything"
+        probed = (f"; its probe `{call.probe_command}` could not tell ({call.probe_said})"
+                  if call.probe_result == "unknown" else "")
         return (f"Tool {call.label} started but its outcome is unknown: "
-                f"{_idempotency_phrase(call.idempotency)}; {tail}.")
+                f"{_idempotency_phrase(call.idempotency)}{probed}; {tail}.")
     ran = f" ran `{call.summary}`" if call.summary else " ran"
     line = f"Tool {call.label}{ran}: {call.status}."
     if call.status == "failed" and call.error_summary:

@@ -24,6 +24,7 @@ from gitguard.ledger.replay import Verdict, blocks, never_ran, verdict
 from gitguard.ledger.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
 from gitguard.models import ToolLedgerEntry
 from gitguard.recovery import note as recovery_note
+from gitguard.recovery import probes
 from gitguard.recovery.scan import (
     Choice,
     WorkspaceCheck,
@@ -56,17 +57,23 @@ def never_started(entry: ToolLedgerEntry) -> bool:
 class CallView:
     entry: ToolLedgerEntry
     verdict: Verdict
+    probe: probes.Outcome | None = None      # this resume's probe of it, if it ran one
 
     @classmethod
-    def of(cls, entry: ToolLedgerEntry) -> CallView:
-        return cls(entry, verdict(entry))
+    def of(cls, entry: ToolLedgerEntry, probe: probes.Outcome | None = None) -> CallView:
+        return cls(entry, verdict(entry), probe)
 
     def fact(self) -> recovery_note.CallFact:
         e = self.entry
+        result, said, command = e.probe_result, e.note, None
+        if result is None and self.probe is not None and self.probe.probe is not None:
+            # Ran and could not tell: the call stays uncertain, the note says why.
+            result, said, command = "unknown", self.probe.why, self.probe.probe.display
         return recovery_note.CallFact(
             call_id=e.call_id, tool=e.tool_name, status=e.status, summary=e.summary,
             idempotency=e.idempotency, side_effects=e.side_effects,
-            error_summary=e.error_summary, never_started=never_started(e))
+            error_summary=e.error_summary, never_started=never_started(e),
+            probe_result=result, probe_said=said, probe_command=command)
 
     def to_json(self) -> dict[str, Any]:
         e = self.entry
@@ -75,7 +82,9 @@ class CallView:
                 "idempotency": e.idempotency, "replayPolicy": self.verdict.policy,
                 "classificationReason": e.classification_reason,
                 "neverStarted": never_started(e), "replayable": self.verdict.replayable,
-                "why": self.verdict.why}
+                "why": self.verdict.why, "probedAt": e.probed_at, "probeResult": e.probe_result,
+                "probeRef": e.probe_ref,
+                "probe": self.probe.to_json() if self.probe is not None else None}
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,7 @@ class ResumeResult:
     run_state: dict[str, Any] | None
     messages: list[Any]
     note: str
+    probes: tuple[probes.Outcome, ...] = ()
 
     @property
     def checkpoint_id(self) -> str | None:
@@ -113,6 +123,7 @@ class ResumeResult:
             "neverStarted": [c.entry.call_id for c in self.calls if never_started(c.entry)],
             "doNotRepeat": [c.entry.call_id for c in self.do_not_repeat],
             "recoveryNote": self.note,
+            "probes": [o.to_json() for o in self.probes],
         }
 
 
@@ -151,12 +162,13 @@ def resume(g: GuardContext, *, checkpoint_id: str | None = None,
             _settle(g, state, index, sid, tree, opened)
             now = state.entries
             entries = [now[e.call_id] for e in entries]
+        outcomes, entries = _probe(g, state, entries)
         check = check_workspace(g.snap, state, index, sid, choice.checkpoint, tree.tree,
                                 entries)
         trace_log.emit(g.store, "recovery", "recovery.verify", session_id=sid,
                        headMoved=check.head_then != check.head_now, changed=len(check.changed),
                        conflicts=[c.record.path for c in check.conflicts])
-        result = _result(g, state, sid, choice, check, entries)
+        result = _result(g, state, index, sid, choice, check, entries, outcomes)
         faults.point("resume.before_done")
         trace_log.emit(g.store, "recovery", "recovery.resume", session_id=sid,
                        duration_ms=(time.perf_counter() - started_clock) * 1000,
@@ -219,6 +231,24 @@ def _settle(g: GuardContext, state: journal.LedgerState, index: checkpoints.Inde
                    neverStarted=[e.call_id for e in settled if e.status == "failed"])
 
 
+def _probe(g: GuardContext, state: journal.LedgerState, entries: list[ToolLedgerEntry]
+           ) -> tuple[dict[str, probes.Outcome], list[ToolLedgerEntry]]:
+    """Probe the session's uncertain calls (each bounded by its timeout, in parallel):
+    those a probe settles come back succeeded or failed."""
+    uncertain = [e for e in entries if e.status == "uncertain"]
+    if not uncertain:
+        return {}, entries
+    outcomes = probes.probe_calls(g, state, uncertain)
+    for entry in uncertain:
+        settled = outcomes[entry.call_id].settled
+        if settled is not None:
+            _reword_conflicts(g, entry, settled.status)
+    if any(o.settled is not None for o in outcomes.values()):
+        now = state.entries
+        entries = [now[e.call_id] for e in entries]
+    return outcomes, entries
+
+
 def _resume_checkpoint(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index,
                        session_id: str, tree: TreeResult) -> str:
     """The snapshot that closes the interrupted calls' window; a crashed resume's is reused."""
@@ -234,11 +264,14 @@ def _resume_checkpoint(g: GuardContext, state: journal.LedgerState, index: check
     return made.checkpoint_id
 
 
-def _result(g: GuardContext, state: journal.LedgerState, session_id: str, choice: Choice,
-            check: WorkspaceCheck, entries: list[ToolLedgerEntry]) -> ResumeResult:
+def _result(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index,
+            session_id: str, choice: Choice, check: WorkspaceCheck,
+            entries: list[ToolLedgerEntry], outcomes: dict[str, probes.Outcome] | None = None
+            ) -> ResumeResult:
     """`entries`: the session's calls in ledger order, as `_session_entries` gives them."""
     first_seq = state.first_seq
-    last_step, horizon = last_completed(entries, first_seq, choice.saved)
+    last_step, horizon = last_completed(entries, first_seq, choice.saved,
+                                        _step_posts(g, index, session_id, entries))
     # One pass over the session's calls (10,000 after a long run) for what every call adds.
     calls: list[ToolLedgerEntry] = []
     uncertain: list[str] = []
@@ -258,8 +291,9 @@ def _result(g: GuardContext, state: journal.LedgerState, session_id: str, choice
         if blocks(e):
             blocking.append(e)
     found = choice.checkpoint
+    outcomes = outcomes or {}
     do_not_repeat = tuple(CallView.of(e) for e in blocking)
-    shown = tuple(CallView.of(e) for e in _cap_finished(calls))
+    shown = tuple(CallView.of(e, outcomes.get(e.call_id)) for e in _cap_finished(calls))
     facts = recovery_note.NoteFacts(
         checkpoint_id=found.checkpoint_id if found else None, last_completed_step=last_step,
         calls=[c.fact() for c in shown], do_not_repeat=[c.fact() for c in do_not_repeat],
@@ -277,7 +311,25 @@ def _result(g: GuardContext, state: journal.LedgerState, session_id: str, choice
         uncertain=tuple(uncertain),
         do_not_repeat=do_not_repeat, run_state=found.run_state if found else None,
         messages=message_store.read_messages(g.snap, found) if found else [],
-        note=recovery_note.render(facts))
+        note=recovery_note.render(facts), probes=tuple(outcomes.values()))
+
+
+def _step_posts(g: GuardContext, index: checkpoints.Index, session_id: str,
+                entries: list[ToolLedgerEntry]) -> list[tuple[str, int]]:
+    """(step, ledgerSeq) of the session's post checkpoints of steps that made no call
+    (`checkpoint --kind post --step S`): such a step completed all the same. A step with
+    calls completes by its calls; its post checkpoints are its calls' own (thousands on a
+    long run), so only the few of call-less steps are loaded."""
+    with_calls = {e.step_id for e in entries}
+    found: list[tuple[str, int]] = []
+    for row in index.rows:
+        if (row.session_id != session_id or row.kind != "post" or not row.step_id
+                or row.step_id in with_calls):
+            continue
+        checkpoint, _reason = usable(g.store, g.snap, row)
+        if checkpoint is not None:
+            found.append((row.step_id, checkpoint.ledger_seq))
+    return found
 
 
 def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
@@ -285,6 +337,18 @@ def _cap_finished(calls: list[ToolLedgerEntry]) -> list[ToolLedgerEntry]:
     finished = [e for e in calls if e.status != "uncertain"]
     keep = {e.call_id for e in finished[-recovery_note.MAX_FINISHED:]}
     return [e for e in calls if e.status == "uncertain" or e.call_id in keep]
+
+
+def _uncertain(state: journal.LedgerState, call_id: str) -> ToolLedgerEntry:
+    entry = state.get(call_id)
+    if entry.status == "started":
+        raise IllegalTransition(f"call {call_id} is still started; it may be running",
+                                "if its process is gone, run `gitguard resume` first")
+    if entry.status != "uncertain":
+        raise IllegalTransition(
+            f"call {call_id} is {entry.status}, not uncertain: there is nothing to reconcile",
+            "only a call a crash left uncertain can be settled; see `gitguard explain`")
+    return entry
 
 
 def reconcile(g: GuardContext, call_id: str, status: str, note: str | None = None
@@ -295,23 +359,32 @@ def reconcile(g: GuardContext, call_id: str, status: str, note: str | None = Non
                             "pass --status succeeded or --status failed")
     with g.store.writing():
         state = journal.read(g.store)
-        entry = state.get(call_id)
-        if entry.status == "started":
-            raise IllegalTransition(f"call {call_id} is still started; it may be running",
-                                    "if its process is gone, run `gitguard resume` first")
-        if entry.status != "uncertain":
-            raise IllegalTransition(
-                f"call {call_id} is {entry.status}, not uncertain: there is nothing to reconcile",
-                "only a call a crash left uncertain can be settled; see `gitguard explain`")
+        entry = _uncertain(state, call_id)
         said = note or f"reconciled as {status} after checking outside"
-        settled = entry.model_copy(update={
-            "status": status, "finished_at": clock.stamp(), "note": said,
-            "error_summary": said if status == "failed" else entry.error_summary})
+        settled = probes.settle_fields(entry, status, said)
         journal.append_entries(g.store, state, [settled])
         _reword_conflicts(g, entry, status)
         trace_log.emit(g.store, "recovery", "recovery.reconcile", session_id=entry.session_id,
                        callId=call_id, status=status, note=said)
     return settled
+
+
+def reconcile_by_probe(g: GuardContext, call_id: str) -> probes.Outcome:
+    """Run an uncertain call's probe now (`reconcile --probe`) and settle it when the probe
+    can tell; GitguardError when the call has no probe."""
+    with g.store.writing():
+        state = journal.read(g.store)
+        entry = _uncertain(state, call_id)
+        outcome = probes.probe_calls(g, state, [entry])[call_id]
+        if outcome.probe is None:
+            raise GitguardError(
+                f"{entry.tool_name} ({call_id}) has no probe: {outcome.why}",
+                f"declare probe = [...] under [tools.{entry.tool_name}] (or a "
+                "[commands.\"GLOB\"] table) in .gitguard.toml, or check by hand and run "
+                f"`gitguard reconcile {call_id} --status succeeded|failed`")
+        if outcome.settled is not None:
+            _reword_conflicts(g, entry, outcome.settled.status)
+    return outcome
 
 
 def _reword_conflicts(g: GuardContext, entry: ToolLedgerEntry, status: str) -> None:

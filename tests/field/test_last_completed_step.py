@@ -129,3 +129,35 @@ def test_the_ledger_only_note_finds_the_same_step(repo: Path) -> None:
     session = journal.read(guard.store).in_order()[-1].session_id
     note = ledger_note(guard, session)
     assert "Last completed step: step_1.\n" in note
+
+
+def test_a_post_checkpoint_completes_a_step_that_made_no_call(repo: Path) -> None:
+    """Issue 30 item 3: `checkpoint --kind post --step step_1`, then two calls of step_2
+    killed mid-call: step_1 completed (it made no call, and none of its calls is open)."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    gg(repo, "checkpoint", "--kind", "post", "--step", "step_1")
+    _killed_run(repo, "step_2")
+    _killed_run(repo, "step_2")
+    out = _resume(repo)
+    assert out["lastCompletedStep"] == "step_1"
+    assert "Last completed step: step_1.\n" in out["recoveryNote"]
+    assert [c["stepId"] for c in out["calls"]] == ["step_2", "step_2"]
+
+
+def test_a_post_checkpoint_does_not_complete_a_step_with_an_interrupted_call(
+        repo: Path) -> None:
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    gg(repo, "checkpoint", "--kind", "post", "--step", "step_1")
+    _killed_run(repo, "step_2")
+    gg(repo, "checkpoint", "--kind", "post", "--step", "step_2")
+    assert _resume(repo)["lastCompletedStep"] == "step_1"
+
+
+def test_a_later_finished_step_wins_over_an_earlier_post_checkpoint(repo: Path) -> None:
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    gg(repo, "checkpoint", "--kind", "post", "--step", "step_1")
+    _finished(repo, "step_2", "ls")
+    _killed_run(repo, "step_3")
+    out = _resume(repo)
+    assert out["lastCompletedStep"] == "step_2"
+    assert [c["stepId"] for c in out["calls"]] == ["step_2", "step_3"]

@@ -4,7 +4,7 @@ import click
 
 from gitguard.calls.attribution import owner_words
 from gitguard.cli.main import Ctx, emit, json_option, pass_ctx
-from gitguard.errors import EXIT_CONFLICTS
+from gitguard.errors import EXIT_CONFLICTS, EXIT_USER
 
 
 @click.command()
@@ -71,19 +71,53 @@ def explain(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("call_id")
-@click.option("--status", required=True, type=click.Choice(["succeeded", "failed"]),
+@click.option("--status", type=click.Choice(["succeeded", "failed"]),
               help="What checking the outside world showed.")
 @click.option("--note", help="What was checked, e.g. 'the email is in the sent folder'.")
+@click.option("--probe", is_flag=True,
+              help="Run the call's probe now and settle it by what the probe finds.")
 @json_option
 @pass_ctx
-def reconcile(ctx: Ctx, call_id: str, status: str, note: str | None, as_json: bool) -> None:
-    """Settle an uncertain call after someone checked what it did outside.
+def reconcile(ctx: Ctx, call_id: str, status: str | None, note: str | None, probe: bool,
+              as_json: bool) -> None:
+    """Settle an uncertain call after someone checked what it did outside, or let its
+    probe check (`--probe`: exit 0 when it settled the call, 1 when it could not tell).
 
     Example: gitguard reconcile call_16 --status succeeded --note "mail was delivered"
+
+    Example: gitguard reconcile --probe call_10 --json
     """
+    if probe == (status is not None):
+        raise click.UsageError("pass --status succeeded|failed, or --probe (not both)")
+    if probe:
+        _reconcile_by_probe(ctx, call_id, note, as_json)
+        return
+    assert status is not None
     settled = ctx.guard.reconcile(call_id, status, note)
     emit(settled.to_json(), as_json,
          lambda: click.echo(f"{settled.call_id} is now {settled.status}"))
+
+
+def _reconcile_by_probe(ctx: Ctx, call_id: str, note: str | None, as_json: bool) -> None:
+    if note is not None:
+        raise click.UsageError("--note goes with --status; a probe's evidence is its note")
+    outcome = ctx.guard.reconcile_by_probe(call_id)
+
+    def human() -> None:
+        assert outcome.probe is not None
+        if outcome.settled is not None:
+            click.echo(f"{call_id} is now {outcome.settled.status}: it {outcome.settled.note} "
+                       f"(`{outcome.probe.display}`; evidence {outcome.evidence_ref})")
+
+    emit(outcome.to_json(), as_json, human)
+    if outcome.settled is None:
+        assert outcome.probe is not None
+        click.echo(f"Error: the probe `{outcome.probe.display}` could not tell whether "
+                   f"{call_id} happened: {outcome.why}", err=True)
+        click.echo(f"Hint: {call_id} stays uncertain; check by hand, then `gitguard reconcile "
+                   f"{call_id} --status succeeded|failed` (evidence {outcome.evidence_ref})",
+                   err=True)
+        click.get_current_context().exit(EXIT_USER)
 
 
 @click.command()
