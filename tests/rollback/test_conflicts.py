@@ -40,8 +40,9 @@ def test_merge_drops_the_agents_hunk_and_keeps_the_users(repo: Path,
     user = agent.replace(b"line 8\n", b"line 8 by the user\n")
     conflicted(repo, agent, user)
     shown = gg(repo, "conflicts", "show", "doc.txt").stdout
-    assert "=== base at ckpt_" not in shown, "diffs by default, not whole files"
-    assert "=== base at ckpt_" in gg(repo, "conflicts", "show", "doc.txt", "--full").stdout
+    assert "=== base: before call_1" not in shown, "diffs by default, not whole files"
+    assert "=== base: before call_1" in gg(repo, "conflicts", "show", "doc.txt",
+                                           "--full").stdout
     assert "-line 2\n+line 2 by the agent" in shown
     assert "-line 8\n+line 8 by the user" in shown
     done = json.loads(gg(repo, "conflicts", "resolve", "doc.txt", "--merge", "--json").stdout)
@@ -63,7 +64,7 @@ def test_overlapping_hunks_get_diff3_markers_with_the_agents_version(repo: Path)
     merged = (repo / "doc.txt").read_bytes()
     assert (b"<<<<<<< current (yours)\nline 5 rewritten by the user\n"
             b"||||||| agent call_1\nline 5 by the agent\n=======\nline 5\n"
-            b">>>>>>> ckpt_") in merged
+            b">>>>>>> before call_1\n") in merged
     assert merged.startswith(b"line 1\n") and merged.endswith(b"line 9\n")
 
 
