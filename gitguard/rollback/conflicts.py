@@ -21,7 +21,7 @@ import pygit2
 
 from gitguard import clock, fileops
 from gitguard.calls.attribution import USER
-from gitguard.errors import GitguardError, UnknownId
+from gitguard.errors import GitguardError, MergeRefused, UnknownId
 from gitguard.fileops import FileState
 from gitguard.git import filters, merge
 from gitguard.git.objects import LINK, REGULAR, read_blob
@@ -258,13 +258,22 @@ def merged(g: GuardContext, view: ThreeWay) -> tuple[bytes, int]:
     proved before the next (merge_proof): (content, regions left with markers)."""
     assert view.current is not None
     data, regions = view.current, 0
-    for calls, before, after in reversed(view.runs()):
+    runs = view.runs()
+    for calls, before, after in reversed(runs):
         who = "+".join(calls)
-        labels = ("current (yours)", f"agent {who}", f"before {who}")
+        # A step's markers are its own: a later step reads an earlier one's as your lines.
+        ours = "current (yours)" if len(runs) == 1 else f"current (yours, vs {who})"
+        labels = (ours, f"agent {who}", f"before {who}")
         step = merge.merge3(data, after or b"", before or b"", labels=labels,
                             git_dir=g.ws.git_dir, scratch=g.store.root / "tmp")
         merge_proof.prove(after or b"", data, before or b"", step.data, labels,
                           step.conflicts)
+        if step.conflicts and (calls, before, after) != runs[0]:
+            # The next step would merge over these markers as if they were your lines
+            # and could interleave its own with them: no result anyone can read.
+            raise MergeRefused(
+                f"your edits overlap {who}'s, and earlier agent changes come before it: "
+                "their conflict regions would nest", merge_proof.HINT)
         data, regions = step.data, regions + step.conflicts
     return data, regions
 

@@ -89,7 +89,7 @@ def _parse(merged: bytes, labels: tuple[str, str, str]) -> list[bytes | Region]:
             region.append(line)
     if region is not None:
         raise MergeRefused("the merge left a conflict region without its end marker",
-                           _HINT)
+                           HINT)
     return items
 
 
@@ -104,7 +104,7 @@ def _same_text(side: list[bytes], user: list[bytes], at: int) -> bool:
             and side[-1] in (mine[-1] + b"\n", mine[-1] + b"\r\n"))
 
 
-_HINT = ("the file was not written and the conflict stays pending; look at it with "
+HINT = ("the file was not written and the conflict stays pending; look at it with "
          "`gitguard conflicts show PATH`, then --keep-user, --take-checkpoint or edit it "
          "yourself")
 
@@ -119,7 +119,7 @@ def prove(agent: bytes, user: bytes, before: bytes, merged: bytes,
     found = sum(isinstance(i, Region) for i in items)
     if found != regions:
         raise MergeRefused(f"the merge reported {regions} conflict region(s) and marked "
-                           f"{found}: its result cannot be checked", _HINT)
+                           f"{found}: its result cannot be checked", HINT)
     sites = clean_sites(agent, user, before)
     at = 0          # in the user's lines
     pos = 0         # in the result's items
@@ -130,21 +130,21 @@ def prove(agent: bytes, user: bytes, before: bytes, merged: bytes,
         if isinstance(item, Region):
             if not _same_text(item.ours, mine, at):
                 raise MergeRefused(f"a marked region does not hold your lines from line "
-                                   f"{at + 1} as they are", _HINT)
+                                   f"{at + 1} as they are", HINT)
             at, pos = at + len(item.ours), pos + 1
             continue
         if sites and sites[0].start == at:
             site = sites.pop(0)
             if items[pos:pos + len(site.before)] != site.before:
                 raise MergeRefused(f"the merge did not put back what was there before the "
-                                   f"agent at line {at + 1}", _HINT)
+                                   f"agent at line {at + 1}", HINT)
             at, pos = site.end, pos + len(site.before)
             continue
         if item is None:
             break
         if at >= len(mine) or item != mine[at]:
             raise MergeRefused(f"the merge changed your line {at + 1}, which no agent hunk "
-                               "it removes covers", _HINT)
+                               "it removes covers", HINT)
         at, pos = at + 1, pos + 1
     if at != len(mine) or sites:
-        raise MergeRefused(f"the merge dropped your lines from line {at + 1} on", _HINT)
+        raise MergeRefused(f"the merge dropped your lines from line {at + 1} on", HINT)
