@@ -73,6 +73,14 @@ class ReplayRefused(GitguardError):
     code = "replay_refused"
 
 
+class MergeRefused(GitguardError):
+    """`conflicts resolve --merge` could not prove its result keeps every user line: it
+    wrote nothing and the conflict stays pending (exit 5, like a merge with markers)."""
+
+    exit_code = EXIT_CONFLICTS
+    code = "merge_refused"
+
+
 class UnsafePath(GitguardError):
     """A path that would leave the workspace."""
 

@@ -199,6 +199,21 @@ class CheckpointIndexRow(Versioned):
     snapshot_commit: str
 
 
+class ConflictChange(Record):
+    """One change to a conflicted path after the checkpoint, in order: who made it and
+    from what to what. `agents`: a change exactly one agent call of the rollback's made
+    (exact or window): --merge takes its hunks out; every other change (the user's, one
+    of ambiguous or unknown origin, another session's) is kept as the user's."""
+
+    owner: str                     # "user" or a callId
+    confidence: Confidence
+    before_hash: str | None
+    after_hash: str | None
+    before_mode: int | None = None
+    after_mode: int | None = None
+    agents: bool = False
+
+
 class CheckpointConflict(Versioned):
     path: str
     expected_hash: str | None
@@ -214,6 +229,9 @@ class CheckpointConflict(Versioned):
     base_mode: int | None = None
     expected_mode: int | None = None
     resolved_at: str | None = None
+    # Every change after the checkpoint, oldest first (empty in a record from before it
+    # was kept: then the agent's change is taken as base -> expected, one piece).
+    changes: tuple[ConflictChange, ...] = ()
 
 
 class Session(Versioned):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from gitguard.calls.attribution import USER
@@ -93,6 +93,14 @@ class Change:
     patch_ref: str | None
     position: int               # index position (or NOW) where the change was first seen
     why: str | None = None      # for an unknown change: why it cannot be told apart
+    since: str | None = None    # createdAt of the checkpoint the change was made after
+
+    @property
+    def surely_agent(self) -> bool:
+        """A change exactly one agent call made: rollback may undo it, and --merge takes its
+        hunks out. A change nobody could pin on one call (ambiguous, unknown) is not."""
+        return (self.owner != USER and self.why is None
+                and self.confidence in ("exact", "window"))
 
 
 @dataclass(frozen=True)
@@ -106,12 +114,19 @@ class PathHistory:
         agent = [c for c in self.changes if c.owner != USER]
         return agent[-1] if agent else None
 
+    def first_agent_change(self) -> Change | None:
+        """The first change after the target not the user's: its `before` is the file as
+        the agent found it (a user edit made since the checkpoint included), what a
+        rollback restores and what the three-way view and --merge take as the base."""
+        return next((c for c in self.changes if c.owner != USER), None)
+
 
 @dataclass
 class Timeline:
     target: int                                  # index position of the target checkpoint
     points: list[tuple[int, str]]                # (position, tree) from the target on
     windows: list[Window] = field(default_factory=list)
+    stamps: dict[int, str] = field(default_factory=dict)    # position -> createdAt
 
     def claiming(self, start: int, end: int, path: str) -> tuple[list[Window], int]:
         """The call windows holding the stretch start..end that may have changed `path`,
@@ -164,7 +179,8 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
     position = {row.checkpoint_id: i for i, row in enumerate(rows)}
     target = position[target_id]
     timeline = Timeline(target, [(i, tree_of(rows[i].snapshot_commit))
-                                 for i in range(target, len(rows))])
+                                 for i in range(target, len(rows))],
+                        stamps={i: rows[i].created_at for i in range(target, len(rows))})
     moments: list[datetime] | None = None     # the rows' times, parsed once if gc pruned any
     for entry in entries:
         start = position.get(entry.pre_checkpoint_id or "")
@@ -244,44 +260,44 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
     states.append((NOW, now))
     changes: list[Change] = []
     for (start, before), (end, after) in zip(states, states[1:], strict=False):
-        if before == after:
-            continue
-        claiming, open_windows = timeline.claiming(start, end, path)
-        if not claiming:
-            changes.append(Change(before, after, USER, "window", None, end))
-            continue
-        window = claiming[-1]
-        if all(w.coarse and w.ended for w in claiming):
-            # gc stretched these windows over the same kept checkpoints: their recorded
-            # patches tell the chain of changes (one call after another, not at once).
-            changes.append(timeline.across_pruned(window, path, start, end, before, after))
-        elif len(claiming) > 1:
-            # Two calls open at once both account for this change: neither surely made it.
-            names = ", ".join(w.call_id for w in claiming)
-            changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
-                                  end, why=f"calls {names} ran at once and each may have "
-                                           "changed it"))
-        elif open_windows > 1 and path not in window.declared and not window.coarse:
-            # Overlapping windows: only a path exactly one open call declared is surely
-            # that call's (DESIGN.md, Attribution); a shell's undeclared change beside
-            # other work could be anyone's, the user's included.
-            changes.append(Change(before, after, window.call_id, "ambiguous", window.patch_ref,
-                                  end, why=f"{window.call_id} ran beside other calls and did "
-                                           "not declare it: the change cannot be told from a "
-                                           "user edit"))
-        else:
-            confidence = window.confidence(path, after)
-            if window.background:
-                why: str | None = (f"{window.call_id} ran in the background beside other "
-                                   "work: a change in its window cannot be told from a user "
-                                   "edit")
-            elif confidence in ("unknown", "ambiguous") and not window.ended:
-                why = window.unsettled()
-            else:
-                why = None
-            changes.append(Change(before, after, window.call_id, confidence, window.patch_ref,
-                                  end, why=why))
+        if before != after:
+            change = _change(timeline, path, start, end, before, after)
+            changes.append(replace(change, since=timeline.stamps.get(start)))
     return PathHistory(path, states[0][1], now, tuple(changes))
+
+
+def _change(timeline: Timeline, path: str, start: int, end: int, before: FileState | None,
+            after: FileState | None) -> Change:
+    """Who made the change of `path` between positions `start` and `end`."""
+    claiming, open_windows = timeline.claiming(start, end, path)
+    if not claiming:
+        return Change(before, after, USER, "window", None, end)
+    window = claiming[-1]
+    if all(w.coarse and w.ended for w in claiming):
+        # gc stretched these windows over the same kept checkpoints: their recorded
+        # patches tell the chain of changes (one call after another, not at once).
+        return timeline.across_pruned(window, path, start, end, before, after)
+    if len(claiming) > 1:
+        # Two calls open at once both account for this change: neither surely made it.
+        names = ", ".join(w.call_id for w in claiming)
+        return Change(before, after, window.call_id, "ambiguous", window.patch_ref, end,
+                      why=f"calls {names} ran at once and each may have changed it")
+    if open_windows > 1 and path not in window.declared and not window.coarse:
+        # Overlapping windows: only a path exactly one open call declared is surely
+        # that call's (DESIGN.md, Attribution); a shell's undeclared change beside
+        # other work could be anyone's, the user's included.
+        return Change(before, after, window.call_id, "ambiguous", window.patch_ref, end,
+                      why=f"{window.call_id} ran beside other calls and did not declare "
+                          "it: the change cannot be told from a user edit")
+    confidence = window.confidence(path, after)
+    if window.background:
+        why: str | None = (f"{window.call_id} ran in the background beside other work: a "
+                           "change in its window cannot be told from a user edit")
+    elif confidence in ("unknown", "ambiguous") and not window.ended:
+        why = window.unsettled()
+    else:
+        why = None
+    return Change(before, after, window.call_id, confidence, window.patch_ref, end, why=why)
 
 
 def read_attributions(store: Store, paths: Collection[str] | None = None) -> list[Attribution]:
@@ -308,7 +324,8 @@ def _moment(stamp: str) -> datetime:
 
 
 def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution]) -> str | None:
-    """Why someone other than an agent call touched this path after `since`, or None.
+    """Why someone other than an agent call touched this path after `since` (after the
+    agent's first change to it, when that came later), or None.
 
     A file holding exactly the bytes the last agent change left is that call's, whatever
     moved it in between (`git stash` and `stash pop`, a checkout and a restore): what
@@ -318,6 +335,15 @@ def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution])
     records = list(records)
     last = item.last_agent_change()
     changes: Sequence[Change] = item.changes
+    start = _moment(since)
+    first = item.first_agent_change()
+    if first is not None:
+        # The user's edits before the agent's first write are part of what a rollback
+        # restores (the file as the agent found it): neither they nor the watcher's
+        # records of them make a conflict.
+        changes = changes[changes.index(first):]
+        if first.since is not None:
+            start = max(start, _moment(first.since))
     settled: datetime | None = None
     if last is not None and item.now == last.after and last.why is None and \
             last.confidence not in ("ambiguous", "unknown"):
@@ -336,7 +362,6 @@ def foreign_touch(item: PathHistory, since: str, records: Iterable[Attribution])
             return f"the user changed it after {last_call} wrote it"
         else:
             return "the user changed it before the agent did"
-    start = _moment(since)
     for record in records:
         if record.path != item.path or _moment(record.at) <= start:
             continue

@@ -377,15 +377,23 @@ def _holder(repo: pygit2.Repository, blobs: list[str], message: str) -> str:
 
 
 def _keep_conflict_blobs(store: Store, repo: pygit2.Repository) -> None:
-    """The contents a pending conflict names (agent's, user's, base) outlive their snapshots."""
+    """The contents a pending conflict names (agent's, user's, base, and each change's
+    before and after, which the three-way view and --merge read) outlive their snapshots."""
     wanted = sorted({str(c[k]) for c in _pending(store)
-                     for k in ("expectedHash", "actualHash", "baseHash") if c.get(k)})
+                     for k in ("expectedHash", "actualHash", "baseHash") if c.get(k)}
+                    | {str(step[k]) for c in _pending(store) for step in _steps(c)
+                       for k in ("beforeHash", "afterHash") if step.get(k)})
     blobs = [oid for oid in wanted if isinstance(repo.get(oid), pygit2.Blob)]
     if blobs:
         repo.references.create(KEEP_CONFLICTS_REF,
                                _holder(repo, blobs, "gitguard conflict contents\n"), force=True)
     elif KEEP_CONFLICTS_REF in repo.references:
         repo.references.delete(KEEP_CONFLICTS_REF)
+
+
+def _steps(conflict: dict[str, Any]) -> list[dict[str, Any]]:
+    steps = conflict.get("changes")
+    return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
 
 
 def _remove_stale_files(store: Store, indexed_before: set[str]) -> int:

@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import pygit2
 
 from gitguard import clock, fileops
-from gitguard.errors import GitguardError, UnknownId
+from gitguard.calls.attribution import USER
+from gitguard.errors import GitguardError, MergeRefused, UnknownId
 from gitguard.fileops import FileState
 from gitguard.git import filters, merge
 from gitguard.git.objects import LINK, REGULAR, read_blob
 from gitguard.ipc import api_client
 from gitguard.ledger import journal, sessions
-from gitguard.models import CheckpointConflict, Resolution, RollbackFiles
+from gitguard.models import CheckpointConflict, ConflictChange, Resolution, RollbackFiles
+from gitguard.rollback import merge_proof
 from gitguard.rollback.workspace_writer import Applied, Step, apply
 from gitguard.snapshot import checkpoints
 from gitguard.storage import durable, trace_log
@@ -80,37 +82,95 @@ def find(g: GuardContext, path: str) -> CheckpointConflict:
 # the three-way view ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Piece:
+    """One change after the checkpoint in working-tree form: who made it, and whether
+    --merge takes it out (`agents`: exactly one agent call of the rollback's made it)."""
+    change: ConflictChange
+    before: bytes | None
+    after: bytes | None
+
+    @property
+    def label(self) -> str:
+        c = self.change
+        if c.agents:
+            return f"the agent's change ({c.owner})"
+        if c.owner == USER:
+            return "your change"
+        return (f"a change of {c.confidence} origin ({c.owner} or the user): "
+                "--merge keeps it as yours")
+
+
+@dataclass(frozen=True)
 class ThreeWay:
-    """The three versions of a conflicted file, each in working-tree form (as `git
-    checkout` writes it where git converts content: eol rules, smudge filters), so that
-    they compare and merge line by line with the file on disk."""
+    """The versions of a conflicted file, each in working-tree form (as `git checkout`
+    writes it where git converts content: eol rules, smudge filters), so that they
+    compare and merge line by line with the file on disk.
+
+    The base is the file as it stood right before the first agent change being undone
+    (a user edit made since the checkpoint included), not the checkpoint: each hunk is
+    then the agent's or the user's as it really was (DESIGN.md, Rollback)."""
     conflict: CheckpointConflict
-    base: bytes | None          # at the checkpoint
+    base: bytes | None          # right before the agent's first change
     agent: bytes | None         # what the agent last wrote
     current: bytes | None       # the file now
     current_state: FileState | None
     convert: filters.Conversion | None = None   # git's conversion, where it converts
+    pieces: tuple[Piece, ...] = ()              # every change after the checkpoint, in order
+    checkpoint: bytes | None = None             # the content at the checkpoint
 
     @property
     def binary(self) -> bool:
-        return any(side is not None and merge.is_binary(side)
-                   for side in (self.base, self.agent, self.current))
+        sides = [self.base, self.agent, self.current]
+        sides += [side for p in self.pieces for side in (p.before, p.after)]
+        return any(side is not None and merge.is_binary(side) for side in sides)
 
     @property
     def symlink(self) -> bool:
-        modes = (self.conflict.base_mode, self.conflict.expected_mode,
-                 self.current_state.mode if self.current_state else None)
+        modes = {self.conflict.base_mode, self.conflict.expected_mode,
+                 self.current_state.mode if self.current_state else None}
+        modes |= {m for p in self.pieces for m in (p.change.before_mode, p.change.after_mode)}
         return LINK in modes
+
+    def runs(self) -> list[tuple[list[str], bytes | None, bytes | None]]:
+        """The stretches of consecutive agent changes --merge takes out, oldest first:
+        (calls, content before the first, content after the last)."""
+        found: list[tuple[list[str], bytes | None, bytes | None]] = []
+        joined = False
+        for piece in self.pieces:
+            if not piece.change.agents:
+                joined = False
+                continue
+            if joined:
+                calls, before, _ = found[-1]
+                found[-1] = ([*calls, piece.change.owner] if piece.change.owner not in calls
+                             else calls, before, piece.after)
+            else:
+                found.append(([piece.change.owner], piece.before, piece.after))
+            joined = True
+        return found
+
+
+def recorded_changes(conflict: CheckpointConflict) -> tuple[ConflictChange, ...]:
+    """The conflict's changes; a record from before they were kept: the agent's, whole."""
+    if conflict.changes:
+        return conflict.changes
+    return (ConflictChange(owner=conflict.call_id or "the agent", confidence="exact",
+                           before_hash=conflict.base_hash, after_hash=conflict.expected_hash,
+                           before_mode=conflict.base_mode, after_mode=conflict.expected_mode,
+                           agents=True),)
 
 
 def three_way(g: GuardContext, conflict: CheckpointConflict) -> ThreeWay:
     convert = (filters.conversion(g.snap.repo, g.ws.root, g.ws.git_dir, g.snap.scan_index())
                if g.ws.is_git else None)
+    changes = recorded_changes(conflict)
+    links = LINK in {conflict.base_mode, conflict.expected_mode} | {
+        m for c in changes for m in (c.before_mode, c.after_mode)}
 
     def blob(oid: str | None) -> bytes | None:
         if not oid:
             return None
-        if convert is not None and LINK not in (conflict.base_mode, conflict.expected_mode):
+        if convert is not None and not links:
             return convert.smudge(conflict.path, oid)
         return read_blob(g.snap.repo, oid)
 
@@ -120,8 +180,12 @@ def three_way(g: GuardContext, conflict: CheckpointConflict) -> ThreeWay:
     if real is not None:
         full = g.ws.root / conflict.path
         current = os.readlink(os.fsencode(full)) if real.mode == LINK else full.read_bytes()
-    return ThreeWay(conflict, blob(conflict.base_hash), blob(conflict.expected_hash), current,
-                    real, convert)
+    pieces = tuple(Piece(c, blob(c.before_hash), blob(c.after_hash)) for c in changes)
+    agents = [p for p in pieces if p.change.agents]
+    base = agents[0].before if agents else blob(conflict.base_hash)
+    agent = agents[-1].after if agents else blob(conflict.expected_hash)
+    return ThreeWay(conflict, base, agent, current, real, convert, pieces,
+                    blob(conflict.base_hash))
 
 
 def _diff(a: bytes | None, b: bytes | None, from_name: str, to_name: str) -> bytes:
@@ -135,17 +199,19 @@ def _diff(a: bytes | None, b: bytes | None, from_name: str, to_name: str) -> byt
 
 
 def render(view: ThreeWay, full: bool = False) -> bytes:
-    """The human three-way view: the agent's change (base -> agent) and the user's change
-    on top of it (agent -> current), as diffs; `full`: the three versions whole."""
+    """The human three-way view: every change since the checkpoint as a diff, each named
+    the agent's or the user's (the agent's are what --merge takes out), then the user's
+    change since; `full`: the three versions whole (base, agent, current)."""
     c = view.conflict
+    first = next((p.change.owner for p in view.pieces if p.change.agents), c.call_id)
     head = (f"conflict {c.path}: {c.resolution}\n"
             f"  why: {c.reason or 'changed by someone other than the agent'}\n"
             f"  checkpoint {c.checkpoint_id}, agent call {c.call_id} ({c.agent_patch_ref})\n"
-            f"  base {c.base_hash or '(absent)'}  agent {c.expected_hash or '(deleted)'}  "
-            f"current {view.current_state.oid if view.current_state else '(absent)'}\n")
+            f"  base (before {first}) {_oid(view.base)}  agent {c.expected_hash or '(deleted)'}"
+            f"  current {view.current_state.oid if view.current_state else '(absent)'}\n")
     out = [head.encode()]
-    sides = ((f"base at {c.checkpoint_id}", view.base), (f"agent {c.call_id}", view.agent),
-             ("current file", view.current))
+    sides = ((f"base: before {first} (the file as the agent found it)", view.base),
+             (f"agent {c.call_id}", view.agent), ("current file", view.current))
     if view.binary or view.symlink:
         for name, data in sides:
             size = "absent" if data is None else f"{len(data)} bytes"
@@ -160,13 +226,22 @@ def render(view: ThreeWay, full: bool = False) -> bytes:
             if data and not data.endswith(b"\n"):
                 out.append(b"\n")
         return b"".join(out)
-    out.append(f"=== the agent's change ({c.call_id}): base -> agent\n".encode())
-    out.append(_diff(view.base, view.agent, f"base/{c.path}", f"agent/{c.path}"))
-    out.append(b"=== the current file: agent -> current (the user's change)\n")
-    out.append(_diff(view.agent, view.current, f"agent/{c.path}", f"current/{c.path}"))
-    out.append(f"Hint: `gitguard conflicts show {c.path} --full` prints the three versions "
-               "whole; resolve with --keep-user, --take-checkpoint or --merge\n".encode())
+    last = view.checkpoint
+    for number, piece in enumerate(view.pieces, 1):
+        out.append(f"=== {number}. {piece.label}\n".encode())
+        out.append(_diff(piece.before, piece.after, f"before/{c.path}", f"after/{c.path}"))
+        last = piece.after
+    if view.current != last or not view.pieces:
+        out.append(b"=== the current file: your change since\n")
+        out.append(_diff(last, view.current, f"before/{c.path}", f"current/{c.path}"))
+    out.append(f"Hint: --merge takes out the agent's changes and keeps the rest; "
+               f"`gitguard conflicts show {c.path} --full` prints the three versions whole; "
+               "resolve with --keep-user, --take-checkpoint or --merge\n".encode())
     return b"".join(out)
+
+
+def _oid(data: bytes | None) -> str:
+    return "(absent)" if data is None else str(pygit2.hash(data))[:12]
 
 
 # resolving -------------------------------------------------------------------------------
@@ -176,6 +251,31 @@ class Resolved:
     conflict: CheckpointConflict
     applied: Applied | None
     markers: int = 0
+
+
+def merged(g: GuardContext, view: ThreeWay) -> tuple[bytes, int]:
+    """The current file with the agent's changes taken out, newest first, each step
+    proved before the next (merge_proof): (content, regions left with markers)."""
+    assert view.current is not None
+    data, regions = view.current, 0
+    runs = view.runs()
+    for calls, before, after in reversed(runs):
+        who = "+".join(calls)
+        # A step's markers are its own: a later step reads an earlier one's as your lines.
+        ours = "current (yours)" if len(runs) == 1 else f"current (yours, vs {who})"
+        labels = (ours, f"agent {who}", f"before {who}")
+        step = merge.merge3(data, after or b"", before or b"", labels=labels,
+                            git_dir=g.ws.git_dir, scratch=g.store.root / "tmp")
+        merge_proof.prove(after or b"", data, before or b"", step.data, labels,
+                          step.conflicts)
+        if step.conflicts and (calls, before, after) != runs[0]:
+            # The next step would merge over these markers as if they were your lines
+            # and could interleave its own with them: no result anyone can read.
+            raise MergeRefused(
+                f"your edits overlap {who}'s, and earlier agent changes come before it: "
+                "their conflict regions would nest", merge_proof.HINT)
+        data, regions = step.data, regions + step.conflicts
+    return data, regions
 
 
 def _target(g: GuardContext, view: ThreeWay, how: How
@@ -195,14 +295,11 @@ def _target(g: GuardContext, view: ThreeWay, how: How
         raise GitguardError(f"{c.path} is binary: it cannot be merged line by line",
                             "keep yours with --keep-user, or restore the checkpoint's with "
                             "--take-checkpoint (yours stays in the safety checkpoint)")
-    merged = merge.merge3(view.current, view.agent or b"", view.base or b"",
-                          labels=("current (yours)", f"agent {c.call_id}",
-                                  f"{c.checkpoint_id} (before the agent)"),
-                          git_dir=g.ws.git_dir, scratch=g.store.root / "tmp")
+    data, regions = merged(g, view)
     # The merge is in working-tree form; the blob is what `git add` would store for it.
-    oid = (view.convert.clean(c.path, merged.data, store=True) if view.convert is not None
-           else str(g.snap.repo.create_blob(merged.data)))
-    return FileState(oid, view.current_state.mode), merged.data, merged.conflicts
+    oid = (view.convert.clean(c.path, data, store=True) if view.convert is not None
+           else str(g.snap.repo.create_blob(data)))
+    return FileState(oid, view.current_state.mode), data, regions
 
 
 def resolve(g: GuardContext, path: str, how: How) -> Resolved:

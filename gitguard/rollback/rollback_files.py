@@ -33,6 +33,7 @@ from gitguard.models import (
     Attribution,
     Checkpoint,
     CheckpointConflict,
+    ConflictChange,
     RecoveryAction,
     RollbackFiles,
 )
@@ -101,10 +102,15 @@ class Result:
 # planning (pure) -------------------------------------------------------------------------
 
 def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
-                 actual: FileState | None) -> CheckpointConflict:
+                 actual: FileState | None,
+                 foreign: Mapping[str, str] | None = None) -> CheckpointConflict:
+    """The conflict record of a path left as it is, with its whole history after the
+    checkpoint: the three-way view and --merge take the agent's changes from it.
+    `foreign`: other sessions' calls, whose changes are never this rollback's to undo."""
     agent = item.last_agent_change()
     after = agent.after if agent is not None else None
     call_id = agent.owner if agent is not None else None
+    foreign = foreign or {}
     return CheckpointConflict(
         path=item.path, expected_hash=after.oid if after else None,
         actual_hash=actual.oid if actual and actual != UNKNOWN else None,
@@ -113,12 +119,30 @@ def conflict_for(item: PathHistory, checkpoint: Checkpoint, reason: str,
         checkpoint_id=checkpoint.checkpoint_id,
         base_hash=item.base.oid if item.base else None, created_at=clock.stamp(),
         call_id=call_id, reason=reason, base_mode=item.base.mode if item.base else None,
-        expected_mode=after.mode if after else None)
+        expected_mode=after.mode if after else None,
+        changes=tuple(_conflict_change(c, foreign) for c in item.changes))
+
+
+def _conflict_change(change: timeline.Change, foreign: Mapping[str, str]) -> ConflictChange:
+    def oid(state: FileState | None) -> str | None:
+        return state.oid if state is not None and state != UNKNOWN else None
+
+    def mode(state: FileState | None) -> int | None:
+        return state.mode if state is not None and state != UNKNOWN else None
+
+    return ConflictChange(owner=change.owner, confidence=change.confidence,
+                          before_hash=oid(change.before), after_hash=oid(change.after),
+                          before_mode=mode(change.before), after_mode=mode(change.after),
+                          agents=change.surely_agent and change.owner not in foreign)
 
 
 def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
            foreign: Mapping[str, str] | None = None) -> None:
     """Sort every candidate into a step, a conflict, or a path left alone.
+
+    A path the agent changed and nobody else touched after the agent's first write goes
+    back to what it held right before that write (a user edit made between the checkpoint
+    and that write included: DESIGN.md, Rollback).
 
     `foreign`: calls of other sessions (callId -> session) that ran in this worktree; a
     change of theirs to a candidate makes it a conflict (one session's rollback never
@@ -127,11 +151,12 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
     foreign = foreign or {}
     for item in items:
         agent = item.last_agent_change()
-        if item.now == item.base:
-            plan.unchanged.append(item.path)
+        first = item.first_agent_change()
+        if agent is None or first is None:
+            (plan.unchanged if item.now == item.base else plan.kept_user).append(item.path)
             continue
-        if agent is None:
-            plan.kept_user.append(item.path)
+        if item.now == first.before:
+            plan.unchanged.append(item.path)   # already as the agent found it
             continue
         reason = timeline.foreign_touch(item, plan.checkpoint.created_at,
                                         touches.get(item.path, ()))
@@ -142,14 +167,15 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
         if reason is None and item.now == UNKNOWN:
             reason = "it is neither a file nor a symlink now"
         if reason is None and any(s is not None and s.mode == GITLINK
-                                  for s in (item.base, item.now)):
+                                  for s in (item.base, first.before, item.now)):
             reason = "it is a submodule; gitguard does not roll submodules back"
         if reason is None and item.now != agent.after:
             reason = f"it differs from what {agent.owner} last wrote"
         if reason is not None:
-            plan.conflicts.append(conflict_for(item, plan.checkpoint, reason, item.now))
+            plan.conflicts.append(conflict_for(item, plan.checkpoint, reason, item.now,
+                                               foreign))
             continue
-        plan.steps.append(Step(item.path, item.now, item.base, agent.owner))
+        plan.steps.append(Step(item.path, item.now, first.before, agent.owner))
 
 
 def obstacles(steps: list[Step], observed: Mapping[str, Observed],
@@ -368,7 +394,7 @@ def make_plan(g: GuardContext, target: Checkpoint, facts: Facts) -> Plan:
     blocked = obstacles(plan.steps, facts.observed, under)
     for path, reason in blocked.items():
         plan.conflicts.append(conflict_for(facts.items[path], target, reason,
-                                           _now(facts.observed[path])))
+                                           _now(facts.observed[path]), facts.foreign))
     plan.steps = [_worktree_form(facts, s) for s in plan.steps if s.path not in blocked]
     return plan
 
@@ -444,7 +470,8 @@ def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False) -
                 actual = found if isinstance(found, FileState) else None
                 result.conflicts.append(conflict_for(
                     facts.items[step.path], target,
-                    "it changed while the rollback was writing; it was left as it is", actual))
+                    "it changed while the rollback was writing; it was left as it is", actual,
+                    facts.foreign))
             result.stored = conflicts.record(g.store, result.conflicts)
             return RollbackFiles(checkpoint_id=target.checkpoint_id), _detail(result)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gitguard.api import Guard
-from gitguard.errors import GitguardError
+from gitguard.errors import GitguardError, MergeRefused
 from gitguard.git.merge import merge3
-from gitguard.rollback import conflicts
+from gitguard.rollback import conflicts, merge_proof
 from gitguard.rollback.rollback_files import rollback_files
 from tests.helpers.commands import gg
 from tests.helpers.gitstate import GitState
@@ -40,8 +40,9 @@ def test_merge_drops_the_agents_hunk_and_keeps_the_users(repo: Path,
     user = agent.replace(b"line 8\n", b"line 8 by the user\n")
     conflicted(repo, agent, user)
     shown = gg(repo, "conflicts", "show", "doc.txt").stdout
-    assert "=== base at ckpt_" not in shown, "diffs by default, not whole files"
-    assert "=== base at ckpt_" in gg(repo, "conflicts", "show", "doc.txt", "--full").stdout
+    assert "=== base: before call_1" not in shown, "diffs by default, not whole files"
+    assert "=== base: before call_1" in gg(repo, "conflicts", "show", "doc.txt",
+                                           "--full").stdout
     assert "-line 2\n+line 2 by the agent" in shown
     assert "-line 8\n+line 8 by the user" in shown
     done = json.loads(gg(repo, "conflicts", "resolve", "doc.txt", "--merge", "--json").stdout)
@@ -63,7 +64,7 @@ def test_overlapping_hunks_get_diff3_markers_with_the_agents_version(repo: Path)
     merged = (repo / "doc.txt").read_bytes()
     assert (b"<<<<<<< current (yours)\nline 5 rewritten by the user\n"
             b"||||||| agent call_1\nline 5 by the agent\n=======\nline 5\n"
-            b">>>>>>> ckpt_") in merged
+            b">>>>>>> before call_1\n") in merged
     assert merged.startswith(b"line 1\n") and merged.endswith(b"line 9\n")
 
 
@@ -129,3 +130,107 @@ def test_unknown_conflict_path(repo: Path) -> None:
     gg(repo, "init")
     proc = gg(repo, "conflicts", "show", "nope.txt", check=False)
     assert proc.returncode == 1 and proc.stderr.startswith("Error: no conflict for nope.txt")
+
+
+def test_a_user_edit_before_the_agent_is_the_base_not_the_agents_hunk(repo: Path) -> None:
+    """Issue 29 item 5: the user edits, then the agent, then the user again; the view names
+    the first edit the user's and --merge keeps both of the user's."""
+    (repo / "doc.txt").write_bytes(BASE)
+    guard = Guard.open(repo)
+    ckpt = guard.checkpoint("manual").checkpoint_id
+    before = BASE.replace(b"line 2\n", b"line 2 by the user first\n")
+    (repo / "doc.txt").write_bytes(before)
+    with guard.tool_call("Edit", {"file_path": "doc.txt"}, writes=["doc.txt"]):
+        (repo / "doc.txt").write_bytes(before.replace(b"line 5\n", b"line 5 by the agent\n"))
+    user = (repo / "doc.txt").read_bytes().replace(b"line 8\n", b"line 8 by the user\n")
+    (repo / "doc.txt").write_bytes(user)
+    assert [c.path for c in rollback_files(guard, ckpt).conflicts] == ["doc.txt"]
+    shown = gg(repo, "conflicts", "show", "doc.txt").stdout
+    first, agent = shown.split("=== 1. your change\n")[1].split("=== 2. the agent's change")
+    agent = agent.split("\n=== ")[0]
+    assert "+line 2 by the user first" in first
+    assert "+line 2 by the user first" not in agent and "-line 2\n" not in agent
+    assert "+line 5 by the agent" in agent
+    gg(repo, "conflicts", "resolve", "doc.txt", "--merge")
+    assert (repo / "doc.txt").read_bytes() == before.replace(b"line 8\n",
+                                                             b"line 8 by the user\n")
+
+
+def test_a_write_over_a_user_edit_rolls_back_to_the_users_version(repo: Path) -> None:
+    (repo / "doc.txt").write_bytes(BASE)
+    guard = Guard.open(repo)
+    ckpt = guard.checkpoint("manual").checkpoint_id
+    (repo / "doc.txt").write_bytes(BASE + b"the user's line\n")
+    with guard.tool_call("Write", {"file_path": "doc.txt"}, writes=["doc.txt"]):
+        (repo / "doc.txt").write_bytes(b"the agent's whole new file\n")
+    result = rollback_files(guard, ckpt)
+    assert not result.conflicts and result.restored == ["doc.txt"]
+    assert (repo / "doc.txt").read_bytes() == BASE + b"the user's line\n"
+
+
+def test_a_change_no_single_call_made_is_kept_by_the_merge(repo: Path) -> None:
+    """Two calls open at once both may have changed it (ambiguous): --merge keeps it and
+    takes out only the change exactly one call made."""
+    (repo / "doc.txt").write_bytes(BASE)
+    guard = Guard.open(repo)
+    ckpt = guard.checkpoint("manual").checkpoint_id
+    one = guard.begin_call("Bash", {"command": "one"})
+    two = guard.begin_call("Bash", {"command": "two"})
+    (repo / "doc.txt").write_bytes(BASE.replace(b"line 2\n", b"line 2 by someone\n"))
+    guard.end_call(one.call_id, "succeeded")
+    guard.end_call(two.call_id, "succeeded")
+    with guard.tool_call("Edit", {"file_path": "doc.txt"}, writes=["doc.txt"]):
+        (repo / "doc.txt").write_bytes(
+            (repo / "doc.txt").read_bytes().replace(b"line 5\n", b"line 5 by the agent\n"))
+    user = (repo / "doc.txt").read_bytes().replace(b"line 8\n", b"line 8 by the user\n")
+    (repo / "doc.txt").write_bytes(user)
+    assert [c.path for c in rollback_files(guard, ckpt).conflicts] == ["doc.txt"]
+    assert "ambiguous origin" in gg(repo, "conflicts", "show", "doc.txt").stdout
+    done = conflicts.resolve(guard, "doc.txt", "manual_merge")
+    assert done.markers == 0
+    assert (repo / "doc.txt").read_bytes() == user.replace(b"line 5 by the agent\n",
+                                                           b"line 5\n")
+
+
+def test_a_merge_whose_regions_would_nest_refuses_and_writes_nothing(repo: Path) -> None:
+    (repo / "doc.txt").write_bytes(BASE)
+    guard = Guard.open(repo)
+    ckpt = guard.checkpoint("manual").checkpoint_id
+
+    def edit(old: bytes, new: bytes) -> None:
+        (repo / "doc.txt").write_bytes((repo / "doc.txt").read_bytes().replace(old, new))
+
+    with guard.tool_call("Edit", {"file_path": "doc.txt"}, writes=["doc.txt"]):
+        edit(b"line 2\n", b"line 2 by the agent\n")
+    edit(b"line 5\n", b"line 5 by the user\n")
+    with guard.tool_call("Edit", {"file_path": "doc.txt"}, writes=["doc.txt"]):
+        edit(b"line 8\n", b"line 8 by the agent\n")
+    edit(b"line 8 by the agent\n", b"line 8 by the agent and the user\n")
+    user = (repo / "doc.txt").read_bytes()
+    rollback_files(guard, ckpt)
+    proc = gg(repo, "conflicts", "resolve", "doc.txt", "--merge", check=False)
+    assert proc.returncode == 5
+    assert proc.stderr.startswith("Error: your edits overlap call_2's"), proc.stderr
+    assert (repo / "doc.txt").read_bytes() == user, "a refused merge writes nothing"
+    assert conflicts.find(guard, "doc.txt").resolution == "pending"
+
+
+def test_the_proof_refuses_a_result_that_drops_or_brings_back_a_user_line() -> None:
+    agent = BASE.replace(b"line 2\n", b"line 2 by the agent\n")
+    user = agent.replace(b"line 8\n", b"line 8 by the user\n").replace(b"line 5\n", b"")
+    labels = ("yours", "agent", "before")
+    right = BASE.replace(b"line 8\n", b"line 8 by the user\n").replace(b"line 5\n", b"")
+    merge_proof.prove(agent, user, BASE, right, labels, 0)
+    wrong = {
+        "drops a user line": right.replace(b"line 8 by the user\n", b"line 8\n"),
+        "brings back a line the user deleted": right.replace(b"line 4\n", b"line 4\nline 5\n"),
+        "keeps the agent's clean hunk": user,
+        "changes an untouched line": right.replace(b"line 1\n", b"line one\n"),
+        "truncates the file": right[:-7],
+    }
+    for why, result in wrong.items():
+        with pytest.raises(MergeRefused):
+            merge_proof.prove(agent, user, BASE, result, labels, 0)
+            pytest.fail(why)
+    with pytest.raises(MergeRefused, match="reported 1 conflict region"):
+        merge_proof.prove(agent, user, BASE, right, labels, 1)

@@ -315,7 +315,8 @@ def test_timeline_without_the_calls_that_ended_before_the_target_reads_the_same(
         for row in rows:
             line = timeline.build(rows, guard.snap.tree_of, row.checkpoint_id, entries,
                                   planned)
-            slow = timeline.Timeline(line.target, line.points, list(everything.windows))
+            slow = timeline.Timeline(line.target, line.points, list(everything.windows),
+                                     line.stamps)
             assert len(line.windows) <= len(slow.windows)
             assert line.agent_windows() == slow.agent_windows()
             for path in paths:

@@ -1,12 +1,15 @@
 """Random interleavings of agent calls and user edits, then rollback-files to any checkpoint.
 
-The model records the working tree at every checkpoint. A path counts as the
-user's when it changed between checkpoints outside every call window (what
-gitguard can observe without the daemon); as the agent's when it changed inside
-a call's pre→post window. After rolling back to checkpoint k:
-- a path only the agent changed after k holds its content at k;
-- a path the user changed after k is byte-identical to before the rollback, and
-  listed as a conflict when the agent changed it too and it differs from k;
+The model records the working tree at every checkpoint. A change counts as the
+user's when it happened between checkpoints outside every call window (what
+gitguard can observe without the daemon); as the agent's when it happened inside
+a call's pre→post window. After rolling back to checkpoint k, for a path the agent
+changed after k, with "found" its content right before the agent's first change:
+- when only the agent changed it since that change, it holds "found" (the user's
+  edits made before the agent's first write included);
+- otherwise it is byte-identical to before the rollback, and listed as a conflict
+  unless it already holds "found";
+- a path only the user changed after k is byte-identical to before the rollback;
 - nothing else changed (untracked, ignored and oversized files included);
 - rolling back to the rollback's safety checkpoint gives back the tree as it was
   before the rollback, byte for byte.
@@ -76,32 +79,42 @@ class History:
     def close_window(self) -> None:
         self.windows.add((len(self.points) - 2, len(self.points) - 1))
 
-    def owners(self, k: int, now: dict[str, Entry]) -> tuple[set[str], set[str]]:
-        """Paths changed after point k inside call windows, and outside them."""
+    def changes(self, k: int, now: dict[str, Entry]
+                ) -> dict[str, list[tuple[bool, Entry | None]]]:
+        """Per path changed after point k: (inside a call window?, content before) for each
+        change, oldest first."""
         observed = [tree for _, tree in self.points[k:]] + [now]
-        agent: set[str] = set()
-        user: set[str] = set()
+        found: dict[str, list[tuple[bool, Entry | None]]] = {}
         for i in range(len(observed) - 1):
-            changed = {p for p in PATHS if observed[i].get(p) != observed[i + 1].get(p)}
-            (agent if (k + i, k + i + 1) in self.windows else user).update(changed)
-        return agent, user
+            agent = (k + i, k + i + 1) in self.windows
+            for path in PATHS:
+                if observed[i].get(path) != observed[i + 1].get(path):
+                    found.setdefault(path, []).append((agent, observed[i].get(path)))
+        return found
 
 
 def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> RollbackResult:
     """Roll back to point k and check every promise against the model; record the windows."""
     before = tree_state(root)
-    agent, user = history.owners(k, before)
+    changes = history.changes(k, before)
     result = rollback_files(guard, history.points[k][0])
     after = tree_state(root)
-    base = history.points[k][1]
-    for path in agent - user:
-        assert after.get(path) == base.get(path), f"{path}: only the agent changed it"
-    for path in user:
-        assert after.get(path) == before.get(path), f"{path}: the user changed it"
-    assert {c.path for c in result.conflicts} == {
-        p for p in agent & user if before.get(p) != base.get(p)}
+    conflicts: set[str] = set()
+    for path, steps in changes.items():
+        agents = [i for i, (agent, _) in enumerate(steps) if agent]
+        if not agents:
+            assert after.get(path) == before.get(path), f"{path}: only the user changed it"
+            continue
+        found = steps[agents[0]][1]          # as the agent found it
+        if all(agent for agent, _ in steps[agents[0]:]):
+            assert after.get(path) == found, f"{path}: back to what the agent found"
+        else:
+            assert after.get(path) == before.get(path), f"{path}: the user changed it"
+            if before.get(path) != found:
+                conflicts.add(path)
+    assert {c.path for c in result.conflicts} == conflicts
     for path in set(before) | set(after):
-        if path not in agent:
+        if path not in changes:
             assert after.get(path) == before.get(path), f"{path} was not the agent's"
     if result.applied is not None:   # the rollback is a window like a call's
         history.add(result.applied.safety.checkpoint_id, before)

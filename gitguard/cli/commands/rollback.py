@@ -155,8 +155,8 @@ def conflicts(click_ctx: click.Context, ctx: Ctx, as_json: bool) -> None:
 @json_option
 @pass_ctx
 def conflicts_show(ctx: Ctx, path: str, full: bool, as_json: bool) -> None:
-    """Three-way view: the agent's change (base at the checkpoint -> what the agent wrote)
-    and the user's change on top of it (-> the current file), as diffs.
+    """Three-way view: every change since the checkpoint as a diff, each named the agent's
+    or the user's; the base is the file right before the agent's first write.
 
     Example: gitguard conflicts show src/app.py
     """
