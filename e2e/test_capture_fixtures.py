@@ -233,3 +233,96 @@ def test_redaction_leaves_no_temp_path() -> None:
     assert out == {"cwd": "/home/user/project", "transcript_path":
                    "/home/user/.claude/projects/-home-user-project/s.jsonl"}
     assert not re.search(r"/tmp/", json.dumps(out))
+
+
+# --- the tools lists ------------------------------------------------------------------
+# fixtures/*/tools_request.json hold the tools each CLI offers the model, as its requests
+# carry them (descriptions trimmed): tests/calls/test_classify.py fails on any of them the
+# classifier does not know, so a CLI version with new tools fails loudly.
+
+def _trim(tool: dict[str, Any]) -> dict[str, Any]:
+    out = dict(tool)
+    if isinstance(out.get("description"), str):
+        first = out["description"].strip().split("\n", 1)[0]
+        out["description"] = first if len(first) <= 200 else first[:199] + "…"
+    if isinstance(out.get("tools"), list):   # a Codex namespace
+        out["tools"] = [_trim(t) for t in out["tools"]]
+    return out
+
+
+def _claude_tools(tmp: Path) -> dict[str, Any]:
+    """The first request's tools (Claude Code defers some behind ToolSearch), the CLI's own
+    list (its `init` event), and the request after ToolSearch loaded every deferred tool."""
+    with Server() as server:
+        repo = harness.make_repo(tmp, server, daemon=False)
+        first = harness.claude(repo, "list the tools", [{"text": "ok"}])
+        assert first.returncode == 0, first.stderr[-3000:]
+        offered = server.model_requests()[0].body["tools"]
+        init = next(e for e in first.events if e.get("subtype") == "init")
+        names = {t["name"] for t in offered}
+        # Task is the CLI's other name for Agent
+        deferred = [n for n in init["tools"] if n not in names and n != "Task"]
+        search = {"query": "select:" + ",".join(deferred), "max_results": len(deferred) + 1}
+        loaded = harness.claude(repo, "load the deferred tools",
+                                [{"tools": [{"name": "ToolSearch", "input": search}]},
+                                 {"text": "ok"}])
+        assert loaded.returncode == 0, loaded.stderr[-3000:]
+        full = server.model_requests()[-1].body["tools"]
+        assert set(deferred) <= {t["name"] for t in full}, (deferred, full)
+    return {"cli": f"claude-code {init['claude_code_version']}", "cliTools": init["tools"],
+            "request": [_trim(t) for t in offered], "loaded": [_trim(t) for t in full]}
+
+
+# Codex offers other tools per model and feature: gpt-5-codex gets the multi-agent tools
+# (the `multi_agent_v1` namespace, or `collaboration` with features.multi_agent_v2).
+CODEX_VARIANTS = {"gpt-5.5": ("gpt-5.5", ""), "gpt-5-codex": ("gpt-5-codex", ""),
+                  "gpt-5-codex+multi_agent_v2": ("gpt-5-codex",
+                                                 "[features]\nmulti_agent_v2 = true\n")}
+
+
+def _codex_tools(tmp: Path) -> dict[str, Any]:
+    requests: dict[str, Any] = {}
+    for i, (variant, (model, extra)) in enumerate(CODEX_VARIANTS.items()):
+        (tmp / str(i)).mkdir()
+        with Server() as server:
+            repo = harness.make_repo(tmp / str(i), server, daemon=False, agents=("codex",))
+            config = repo.home / ".codex" / "config.toml"
+            text = re.sub(r'(?m)^model = ".*"$', f'model = "{model}"', config.read_text())
+            config.write_text(text + extra)
+            run = harness.codex(repo, "list the tools", [{"text": "ok"}])
+            assert run.returncode == 0, run.stderr[-3000:]
+            body = server.model_requests()[0].body
+            assert body["model"] == model, body["model"]
+            requests[variant] = [_trim(t) for t in body["tools"]]
+    return {"cli": "codex 0.171.0", "requests": requests}
+
+
+def tool_names(fixture: dict[str, Any]) -> set[str]:
+    """Every tool name a tools fixture holds (a Codex namespace's tools by their own name,
+    a hosted tool such as web_search by its type)."""
+    lists = [fixture.get("request", []), fixture.get("loaded", []),
+             *fixture.get("requests", {}).values()]
+    names = set(fixture.get("cliTools", []))
+    for tools in lists:
+        for tool in tools:
+            inner = tool.get("tools") if tool.get("type") == "namespace" else None
+            names |= {t["name"] for t in inner} if inner else {tool.get("name") or tool["type"]}
+    return names
+
+
+def test_the_tools_fixtures_are_what_the_real_clis_offer(tmp_path: Path) -> None:
+    (tmp_path / "cc").mkdir()
+    (tmp_path / "cx").mkdir()
+    captured = {"claude_code": _claude_tools(tmp_path / "cc"),
+                "codex": _codex_tools(tmp_path / "cx")}
+    for agent, fixture in captured.items():
+        path = FIXTURES / agent / "tools_request.json"
+        text = json.dumps(fixture, indent=2, ensure_ascii=False) + "\n"
+        assert str(tmp_path) not in text
+        if harness.CAPTURE:
+            path.write_text(text)
+        assert path.exists(), f"{path} is missing: capture with GITGUARD_E2E_CAPTURE"
+        recorded = json.loads(path.read_text())
+        assert tool_names(recorded) == tool_names(fixture), (
+            f"{agent} offers other tools than {path} holds: capture with "
+            f"GITGUARD_E2E_CAPTURE=1 and classify the new ones")

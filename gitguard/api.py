@@ -83,13 +83,15 @@ class Status:
     checkpoints: int = 0
     store_bytes: int = 0
     daemon: dict[str, Any] = field(default_factory=dict)
+    unknown_tools: list[str] = field(default_factory=list)   # seen, given the safe default
 
     def to_json(self) -> dict[str, Any]:
         return {"workspace": self.workspace, "git": self.git, "head": self.head,
                 "branch": self.branch, "session": self.session,
                 "dirty": [d.to_json() for d in self.dirty], "skipped": self.skipped,
                 "calls": self.calls, "checkpoints": self.checkpoints,
-                "storeBytes": self.store_bytes, "daemon": self.daemon}
+                "storeBytes": self.store_bytes, "daemon": self.daemon,
+                "unknownTools": self.unknown_tools}
 
 
 class Guard:
@@ -265,10 +267,14 @@ class Guard:
             open_session = sessions.open_session(self.store)
             dirty = self._owned_changes(self._baseline(), tree.tree, entries)
             count = len(checkpoints.read_index(self.store).rows)
+        from gitguard.calls.classify_tools import is_unknown_tool
+
+        unknown = sorted({e.tool_name for e in entries
+                          if is_unknown_tool(e.classification_reason)})
         return Status(str(self.ws.root), self.ws.is_git, head, branch,
                       open_session.session_id if open_session else None, dirty,
                       list(tree.skipped), len(entries), count, self.store.size_bytes(),
-                      self._daemon_info())
+                      self._daemon_info(), unknown)
 
     def _daemon_info(self) -> dict[str, Any]:
         from gitguard.ipc.control import UNWATCHED_FILE, running_pid, unusable

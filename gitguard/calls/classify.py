@@ -66,10 +66,20 @@ from gitguard.calls.classify_rules import (  # noqa: F401 - the tables and their
     _Rule,
     _words,
 )
+from gitguard.calls.classify_tools import (
+    _DELEGATES,
+    _TOOLS,
+    BY_FIELD,
+    COMMAND_TOOLS,
+    UNKNOWN_TOOL,
+    is_unknown_tool,
+    tool_key,
+)
+from gitguard.calls.delegation import is_delegation
 from gitguard.calls.shell_parse import SimpleCommand, split_argv, split_commands
 
 __all__ = ["Classification", "Idempotency", "ReplayPolicy", "RiskLevel", "ToolPolicy",
-           "classify_call", "classify_command"]
+           "classify_call", "classify_command", "is_unknown_tool"]
 
 def _split_opts(args: Sequence[str], arg_opts: frozenset[str]) -> tuple[list[str], list[str]]:
     """(options, operands) of ``args``; the value of an option in ``arg_opts`` is skipped."""
@@ -282,21 +292,7 @@ def classify_command(command: str | Sequence[str]) -> Classification:
     return _combine(results)
 
 
-_TOOLS: dict[str, _Rule] = {
-    **_each("Read Grep Glob LS NotebookRead BashOutput TodoRead ExitPlanMode read_file list_files "
-            "list_dir search search_files grep glob", _READS),
-    **_each("WebSearch WebFetch web_search fetch_url", _read("reads the web", "network")),
-    "TodoWrite": _read("updates the agent's todo list"),
-    # A sub-agent's own tool calls pass through the same hooks and are classified there.
-    "Task": _read("delegates to a sub-agent"),
-    **_each("Edit Write MultiEdit NotebookEdit write_file apply_patch edit_file create_file",
-            _EDIT),
-    **_each("KillShell KillBash", _local("stops a background shell", effects=("process",))),
-    "send_email": _EMAIL,
-}
-_COMMAND_TOOLS = _words("Bash run_command shell exec bash execute_command run_shell_command")
 _MCP = _remote("calls an MCP server with unknown external effects")
-_UNKNOWN_TOOL = replace(_UNKNOWN, what="is not a known tool")
 
 
 def _command_input(tool_input: Mapping[str, object]) -> str | list[str] | None:
@@ -310,14 +306,23 @@ def _command_input(tool_input: Mapping[str, object]) -> str | list[str] | None:
 
 
 def _default_for_tool(tool_name: str, tool_input: Mapping[str, object]) -> Classification:
-    if tool_name in _COMMAND_TOOLS:
+    key = tool_key(tool_name)
+    if key in COMMAND_TOOLS:
         command = _command_input(tool_input)
-        if command is None:
+        if command is not None:
+            return classify_command(command)
+        if key not in _TOOLS:
             return _UNKNOWN.judge(f"{tool_name} without a command")
-        return classify_command(command)
-    if tool_name.startswith("mcp__"):
+    if is_delegation(key):
+        return _DELEGATES.judge(tool_name)
+    if key in BY_FIELD:
+        by_field = BY_FIELD[key]
+        value, rule = by_field.rule(tool_input)
+        shown = by_field.names_value and len(value) <= 40 and _PLAIN_WORD.fullmatch(value)
+        return rule.judge(f"{tool_name} {value}" if shown else tool_name)
+    if key.startswith("mcp__"):
         return _MCP.judge(tool_name)
-    return _TOOLS.get(tool_name, _UNKNOWN_TOOL).judge(tool_name)
+    return _TOOLS.get(key, UNKNOWN_TOOL).judge(tool_name)
 
 
 def matching(patterns: Iterable[str], tool_name: str) -> str | None:
@@ -331,7 +336,7 @@ def matching(patterns: Iterable[str], tool_name: str) -> str | None:
 
 def command_of(tool_name: str, tool_input: Mapping[str, object]) -> str | list[str] | None:
     """The shell command a call runs, when its tool runs commands."""
-    return _command_input(tool_input) if tool_name in _COMMAND_TOOLS else None
+    return _command_input(tool_input) if tool_key(tool_name) in COMMAND_TOOLS else None
 
 
 def classify_call(

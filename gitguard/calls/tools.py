@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gitguard.calls.delegation import (  # noqa: F401 - calls.tools.is_delegation
+    DELEGATION_SUFFIXES,
+    DELEGATION_TOOLS,
+    is_delegation,
+)
 from gitguard.errors import GitguardError
 from gitguard.models import ToolDefinition
 from gitguard.settings import Settings
@@ -14,19 +19,6 @@ if TYPE_CHECKING:
     # process each, with no daemon) never classify, and classify brings the shell parser
     # and the rule tables (~10-15 ms of CPU).
     from gitguard.calls.classify import Classification, ToolPolicy
-
-
-# Tools that hand work to a subagent (Claude Code's Agent and Task; Codex's multi-agent
-# tools, whose hook names may carry a prefix such as `multi_agent_v1`). A delegation is a
-# container: it owns no file change and opens no attribution window (its subagent's own
-# calls do both), and launching it again is no replay: those calls are guarded one by one.
-DELEGATION_TOOLS = frozenset({"Agent", "Task"})
-DELEGATION_SUFFIXES = ("spawn_agent", "send_input", "resume_agent", "wait_agent",
-                       "close_agent")
-
-
-def is_delegation(tool: str) -> bool:
-    return tool in DELEGATION_TOOLS or tool.endswith(DELEGATION_SUFFIXES)
 
 
 def definitions(settings: Settings) -> dict[str, ToolDefinition]:

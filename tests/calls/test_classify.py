@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +15,7 @@ from gitguard.calls.classify import (
     ToolPolicy,
     classify_call,
     classify_command,
+    is_unknown_tool,
 )
 from gitguard.calls.shell_parse import split_argv, split_commands
 
@@ -338,6 +341,109 @@ def test_tool_defaults(tool: str, expected: tuple[str, str, str]) -> None:
     got = classify_call(tool, {"path": "a.py"})
     assert (got.idempotency, got.replay_policy, got.risk_level) == expected
     assert tool in got.reason
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _offered(agent: str) -> list[str]:
+    """Every tool name in a captured tools fixture (fixtures/AGENT/tools_request.json,
+    rewritten by `GITGUARD_E2E_CAPTURE=1 make e2e`), a Codex namespace's tools both bare
+    and as its hooks name them (`multi_agent_v1wait_agent`)."""
+    fixture = json.loads((FIXTURES / agent / "tools_request.json").read_text())
+    lists: list[list[dict[str, Any]]] = [fixture.get("request", []), fixture.get("loaded", []),
+                                         *fixture.get("requests", {}).values()]
+    names = set(fixture.get("cliTools", []))
+    for tools in lists:
+        for tool in tools:
+            if tool.get("type") == "namespace":
+                names |= {n for t in tool["tools"]
+                          for n in (t["name"], tool["name"] + t["name"])}
+            else:
+                names.add(tool.get("name") or tool["type"])   # hosted tools: web_search
+    assert len(names) > 15, names
+    return sorted(names)
+
+
+@pytest.mark.parametrize("agent", ["claude_code", "codex"])
+def test_every_tool_the_real_clis_offer_is_classified(agent: str) -> None:
+    unknown = [n for n in _offered(agent) if is_unknown_tool(classify_call(n, {}).reason)]
+    assert not unknown, (f"{agent} offers tools gitguard does not classify: {unknown}; "
+                         "add them to gitguard/calls/classify_tools.py by what they do")
+
+
+def test_an_unknown_tool_keeps_the_safe_default_and_is_named_unknown() -> None:
+    got = classify_call("FrobnicateRemote", {})
+    assert (got.idempotency, got.replay_policy) == ("conditional", "ask")
+    assert is_unknown_tool(got.reason)
+    overridden = classify_call("FrobnicateRemote", {}, {"Frob*": ToolPolicy("idempotent")})
+    assert not is_unknown_tool(overridden.reason)      # the project says what it does
+    assert not is_unknown_tool(classify_call("Read", {}).reason)
+
+
+@pytest.mark.parametrize("tool", ["Agent", "Task", "spawn_agent", "multi_agent_v1wait_agent",
+                                  "multi_agent_v1close_agent", "send_input", "resume_agent",
+                                  "Workflow", "collaborationfollowup_task"])
+def test_a_delegation_is_a_container_and_relaunching_it_is_no_replay(tool: str) -> None:
+    got = classify_call(tool, {"prompt": "refactor", "subagent_type": "general-purpose"})
+    assert (got.idempotency, got.replay_policy, got.risk_level) == ("idempotent", "auto", "low")
+    assert "subagent's own calls are guarded one by one" in got.reason
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "expected"),
+    [
+        # Lookups of the agent's own state, and its bookkeeping.
+        ("ToolSearch", {"query": "select:CronCreate"}, ("idempotent", "auto", "low")),
+        ("ListAgents", {}, ("idempotent", "auto", "low")),
+        ("TaskGet", {"taskId": "1"}, ("idempotent", "auto", "low")),
+        ("TaskList", {}, ("idempotent", "auto", "low")),
+        ("TaskUpdate", {"taskId": "1", "status": "completed"}, ("idempotent", "auto", "low")),
+        ("TaskCreate", {"subject": "x"}, ("conditional", "auto", "low")),
+        ("update_plan", {"plan": []}, ("idempotent", "auto", "low")),
+        ("Skill", {"skill": "verify"}, ("idempotent", "auto", "low")),
+        # Scheduling: a cron job made twice fires twice; a loop has one next wake-up.
+        ("CronCreate", {"cron": "7 * * * *", "prompt": "check CI"},
+         ("non_idempotent", "ask", "medium")),
+        ("CronDelete", {"id": "j1"}, ("idempotent", "auto", "low")),
+        ("ScheduleWakeup", {"delaySeconds": 1200}, ("conditional", "auto", "low")),
+        # Messages other agents act on, notifications.
+        ("SendMessage", {"to": "worker", "message": "go"}, ("conditional", "ask", "medium")),
+        ("PushNotification", {"message": "done"}, ("non_idempotent", "ask", "low")),
+        # Web and MCP: MCP tools carry no annotations in either CLI's payload (captured).
+        ("WebFetch", {"url": "https://example.com"}, ("idempotent", "auto", "low")),
+        ("web_search", {}, ("idempotent", "auto", "low")),
+        ("ReadMcpResourceTool", {"uri": "x"}, ("idempotent", "auto", "low")),
+        ("list_mcp_resources", {}, ("idempotent", "auto", "low")),
+        ("mcp__gg__lookup", {"word": "x"}, ("non_idempotent", "ask", "high")),
+        # Tools whose input names the action.
+        ("ExitWorktree", {"action": "keep"}, ("conditional", "auto", "low")),
+        ("ExitWorktree", {"action": "remove"}, ("conditional", "ask", "high")),
+        ("Artifact", {"action": "list"}, ("idempotent", "auto", "low")),
+        ("Artifact", {"file_path": "report.html"}, ("conditional", "ask", "medium")),
+        ("RemoteTrigger", {"action": "run", "trigger_id": "t"},
+         ("non_idempotent", "ask", "high")),
+        ("Projects", {"method": "project_read", "path": "a"}, ("idempotent", "auto", "low")),
+        ("write_stdin", {"session_id": 3}, ("idempotent", "auto", "low")),
+        ("write_stdin", {"session_id": 3, "chars": "y\n"}, ("conditional", "ask", "medium")),
+        # Shells: by their command.
+        ("exec_command", {"cmd": "git status"}, ("idempotent", "auto", "low")),
+        ("exec_command", {"cmd": "npm publish"}, ("non_idempotent", "never", "critical")),
+        ("Monitor", {"command": "tail -f app.log", "timeout_ms": 1000},
+         ("idempotent", "auto", "low")),
+        ("Monitor", {"ws": {"url": "wss://x"}, "timeout_ms": 1000}, ("idempotent", "auto", "low")),
+    ],
+)
+def test_agent_tools_are_classified_by_what_they_do(
+    tool: str, tool_input: dict[str, object], expected: tuple[str, str, str]
+) -> None:
+    got = classify_call(tool, tool_input)
+    assert (got.idempotency, got.replay_policy, got.risk_level) == expected, got.reason
+
+
+def test_a_typed_text_never_shows_in_the_reason() -> None:
+    assert "hunter2" not in classify_call("write_stdin", {"chars": "hunter2"}).reason
+    assert "`Artifact list`" in classify_call("Artifact", {"action": "list"}).reason
 
 
 def test_edits_are_conditional_on_the_base_hash() -> None:

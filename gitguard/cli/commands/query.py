@@ -41,6 +41,10 @@ def status(ctx: Ctx, as_json: bool) -> None:
                    f"{found.checkpoints} checkpoint(s)")
         for d in found.dirty:
             click.echo(f"  {d.change} {d.path}  by {owner_words(d.owner, d.confidence)}")
+        if found.unknown_tools:
+            click.echo("tools gitguard does not know (each call asked before a replay; "
+                       "classify them with [tools.NAME] in .gitguard.toml): "
+                       + ", ".join(found.unknown_tools))
         unwatched = found.daemon.get("unwatched")
         if unwatched:
             click.echo(f"daemon: {unwatched.get('count')} director(ies) not watched (the inotify "
