@@ -84,7 +84,8 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
           idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
           risk: RiskLevel | None = None, side_effects: Sequence[str] = (),
           session_id: str | None = None, confirm: bool = False,
-          force_replay: bool = False, compensates: str | None = None) -> ToolLedgerEntry:
+          force_replay: bool = False, compensates: str | None = None,
+          agent_id: str | None = None, agent_type: str | None = None) -> ToolLedgerEntry:
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
     if not isinstance(tool_input, Mapping):
@@ -139,6 +140,7 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
                 input_ref=refs[0], declared_writes=declared, replay_of=replay_of,
                 compensates=compensates, replay_key=key,
                 note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
+                agent_id=agent_id, agent_type=agent_type,
             )
             # The pre checkpoint first, then planned and started in one append (one fsync): a
             # kill in between leaves a checkpoint no entry names, which resume and verify
@@ -193,9 +195,10 @@ def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None =
                 if declared_only and g.snap.ends_declared_calls_without_scan()
                 else g.snap.write_tree())
         # The patch and the result first, in one append to the session's artifact journal
-        # (one fsync): nothing names them before the ledger record.
-        patches, patch = _file_patches(g, index, entry, tree.tree,
-                                       _not_its_own(g, state, entry, declared_only))
+        # (one fsync): nothing names them before the ledger record. A delegation owns no
+        # change: what its window saw, its subagent's calls (or the user) made.
+        patches, patch = ((), b"") if tools.is_delegation(entry.tool_name) else _file_patches(
+            g, index, entry, tree.tree, _not_its_own(g, state, entry, declared_only))
         items = [(PATCH_NAME.format(call_id), patch)] if patches else []
         if data is not None:
             items.append((f"result_{call_id}.txt", data))

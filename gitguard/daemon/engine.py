@@ -37,7 +37,7 @@ from typing import Any
 
 import pygit2
 
-from gitguard.calls import attribution_log, background
+from gitguard.calls import attribution_log, background, tools
 from gitguard.calls.attribution import (
     USER,
     FsEvent,
@@ -395,7 +395,11 @@ class Engine:
 
     # --- call windows and records ----------------------------------------------------
     def opened(self, entry: ToolLedgerEntry, tool_input: dict[str, Any]) -> None:
-        """A call began (its pre snapshot is taken): user changes so far are recorded."""
+        """A call began (its pre snapshot is taken): user changes so far are recorded. A
+        delegation opens no window: its subagent's calls open their own, and a change none
+        of them can have made stays the user's."""
+        if tools.is_delegation(entry.tool_name):
+            return
         declared = entry.declared_writes
         expect = expectations(tool_input, declared, lambda p: safe_relpath(self.ws, p))
         flushed = self.tracker.open(entry.call_id, declared,
