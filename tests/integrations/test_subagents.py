@@ -167,3 +167,41 @@ def test_a_codex_interrupt_settles_the_running_command(repo: Path) -> None:
                  tool_use_id="call_sleep", **codex)
     hook_lenient(repo, "Interrupt", **codex)
     assert _ledger(repo)["call_sleep"]["status"] == "uncertain"
+
+
+def test_each_event_goes_to_the_worktree_it_acts_on(repo: Path, tmp_path: Path) -> None:
+    """`claude --add-dir ../wt`, then `cd ../wt`: CLAUDE_PROJECT_DIR stays the project the
+    session began in; the payload's cwd, or the file a tool names, says where it acts."""
+    import subprocess
+    import sys
+
+    other = tmp_path / "wt"
+    subprocess.run(["git", "worktree", "add", "-q", str(other), "-b", "side"], cwd=repo,
+                   check=True)
+    gg(repo, "init", "--no-daemon")
+    gg(other, "init", "--no-daemon")
+
+    def send(cwd: Path, event: str, **fields: Any) -> None:
+        payload = {"session_id": S, "cwd": str(cwd), "hook_event_name": event,
+                   "transcript_path": str(tmp_path / f"{S}.jsonl"), **fields}
+        proc = subprocess.run([sys.executable, "-m", "gitguard", "hook", "claude-code"],
+                              cwd=repo, input=json.dumps(payload), capture_output=True,
+                              text=True, env={**__import__("os").environ,
+                                              "CLAUDE_PROJECT_DIR": str(repo)})
+        assert proc.returncode == 0 and "systemMessage" not in proc.stdout, proc
+
+    write = {"file_path": str(other / "there.txt"), "content": "there\n"}
+    send(repo, "PreToolUse", tool_name="Write", tool_input=write, tool_use_id="toolu_w")
+    (other / "there.txt").write_text("there\n")
+    send(repo, "PostToolUse", tool_name="Write", tool_input=write, tool_use_id="toolu_w",
+         tool_response={"type": "create"})
+    send(other, "CwdChanged", old_cwd=str(repo), new_cwd=str(other))
+    bash = {"command": "echo shell > shell.txt"}
+    send(other, "PreToolUse", tool_name="Bash", tool_input=bash, tool_use_id="toolu_b")
+    (other / "shell.txt").write_text("shell\n")
+    send(other, "PostToolUse", tool_name="Bash", tool_input=bash, tool_use_id="toolu_b",
+         tool_response={"stdout": "", "stderr": "", "interrupted": False})
+    assert set(_ledger(other)) == {"toolu_w", "toolu_b"}
+    assert _ledger(repo) == {}
+    owners = _dirty(other)
+    assert owners["there.txt"] == ("toolu_w", "exact") and owners["shell.txt"][0] == "toolu_b"
