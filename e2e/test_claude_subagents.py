@@ -100,9 +100,9 @@ def test_a_tool_batch_is_ledgered_whole(make_repo: Any) -> None:
 
 
 def test_an_api_failure_ends_the_turn_and_resume_goes_on(make_repo: Any, daemon: bool) -> None:
+    repo: Repo = make_repo(daemon=daemon)
+    repo.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
     for status in (500, 529):
-        repo: Repo = make_repo(daemon=daemon) if status == 500 else repo
-        repo.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
         failed = claude(repo, "build", [{"tools": [bash(f"echo {status} > s{status}.txt")]},
                                         {"fail": status}])
         assert failed.returncode in (0, 1), failed.stderr[-2000:]

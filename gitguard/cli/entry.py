@@ -225,7 +225,7 @@ def _claude_scans(stdin: bytes) -> str | None:
     if event not in _SCANNING_EVENTS and not (
             event in _ENDING_EVENTS and payload.get("tool_name") not in _MAY_DECLARE):
         return None
-    from gitguard.integrations.hookcli import event_dir   # the hook's own rule
+    from gitguard.integrations.hookcli import event_dir  # the hook's own rule
 
     return event_dir(payload) or ""
 
