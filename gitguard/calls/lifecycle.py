@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitguard import clock, jsontext
 from gitguard.calls import tools
-from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
+from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
 from gitguard.git import packing, patch_text
 from gitguard.ledger import git_moves, journal, sessions
 from gitguard.ledger.replay import BLOCKING_STATUSES, stricter
@@ -68,15 +69,39 @@ def _replay_check(state: journal.LedgerState, lineage: Sequence[str], tool: str,
                               "(the override is recorded in the ledger)")
 
 
+def _shell_writes(g: GuardContext, tool: str, tool_input: Mapping[str, Any]) -> list[str]:
+    """A shell command's write targets read from its words (`shell_targets`), as workspace
+    paths, when the caller named none: relative to the input's `cwd`, else the workspace
+    root. Targets outside the workspace are not ours."""
+    from gitguard.calls.classify import command_of
+    from gitguard.calls.shell_targets import written_paths
+
+    command = command_of(tool, tool_input)
+    if command is None:
+        return []
+    where = tool_input.get("cwd")
+    base = os.path.join(g.ws.root, where) if isinstance(where, str) else str(g.ws.root)
+    found: list[str] = []
+    for path in written_paths(command, os.path.normpath(base)) or ():
+        try:
+            found.append(safe_relpath(g.ws, path))
+        except UnsafePath:
+            continue
+    return [p for p in dict.fromkeys(found) if p]
+
+
 def _replay_key(g: GuardContext, tool: str, tool_input: Mapping[str, Any], digest: str,
                 writes: Sequence[str]) -> str | None:
-    """The call's replay identity where the state it acts on is part of it (replay_state)."""
+    """The call's replay identity where the state it acts on is part of it (replay_state).
+    A shell command's declared paths are what it writes (read from its words), not a base
+    it edits: they never make a second `npm publish > log` another call."""
     from gitguard.calls import replay_state
     from gitguard.calls.classify import command_of
 
+    command = command_of(tool, tool_input)
     return replay_state.replay_key(g.ws, g.snap.repo if g.ws.is_git else None, digest,
-                                   command_of(tool, tool_input),
-                                   tools.declared_replay_key(g.settings, tool), writes)
+                                   command, tools.declared_replay_key(g.settings, tool),
+                                   writes if command is None else ())
 
 
 def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id: str | None = None,
@@ -98,6 +123,8 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
         raise GitguardError(f"the call's input is not JSON: {exc}",
                             "pass str, number, bool, None, list and dict values with "
                             "str keys") from None
+    if not writes:
+        writes = _shell_writes(g, tool, tool_input)
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
     # Redact before anything quotes or cuts the input (the classification reason quotes the
     # command; the summary is cut at 200 characters): half a secret matches no pattern.

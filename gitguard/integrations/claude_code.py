@@ -44,6 +44,7 @@ settings ask for. With no objection it gives no decision and Claude Code decides
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 
 Answer = dict[str, Any]
 
+# Shell tools of Claude Code and Codex: what their command names it writes is declared.
+SHELL_TOOLS = frozenset({"Bash", "exec_command", "shell", "local_shell"})
 # Tools whose input names the file they write, so the path is declared (exact attribution).
 PATH_KEYS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
              "NotebookEdit": "notebook_path"}
@@ -169,8 +172,10 @@ def _tool(payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(payload.get("tool_name") or "unknown"), tool_input
 
 
-def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> list[str]:
-    """Workspace paths the tool says it writes; paths outside the workspace are not ours."""
+def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any],
+                    cwd: str | None = None) -> list[str]:
+    """Workspace paths the tool says it writes, or a shell command's words name
+    (`shell_targets`); paths outside the workspace are not ours."""
     raw: list[str] = []
     key = PATH_KEYS.get(tool)
     if key and isinstance(tool_input.get(key), str):
@@ -179,13 +184,20 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> l
         text = (tool_input.get("command") or tool_input.get("input")
                 or tool_input.get("patch") or "")
         raw += _PATCH_PATHS.findall(text) if isinstance(text, str) else []
+    elif tool in SHELL_TOOLS:
+        from gitguard.calls.shell_targets import written_paths
+
+        command = tool_input.get("command") or tool_input.get("cmd")
+        base = cwd if cwd and os.path.isdir(cwd) else str(guard.ws.root)
+        if isinstance(command, str | list):
+            raw += written_paths(command, base) or ()
     found: list[str] = []
     for path in raw:
         try:
             found.append(safe_relpath(guard.ws, path.strip()))
         except UnsafePath:
             continue
-    return found
+    return list(dict.fromkeys(p for p in found if p))
 
 
 def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
@@ -199,7 +211,7 @@ def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     agent_id, agent_type = subagent_of(payload)
     try:
         guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
-                         writes=declared_writes(guard, tool, tool_input),
+                         writes=declared_writes(guard, tool, tool_input, _cwd(payload)),
                          agent_id=agent_id, agent_type=agent_type)
     except ReplayRefused as refused:
         policy = tools.classify(guard.settings, tool, tool_input).replay_policy
@@ -231,7 +243,8 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
         # asked about): ledger it now. It has run already, so the replay guard cannot apply.
         agent_id, agent_type = subagent_of(payload)
         entry = guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
-                                 writes=declared_writes(guard, tool, tool_input),
+                                 writes=declared_writes(guard, tool, tool_input,
+                                                        _cwd(payload)),
                                  force_replay=True, agent_id=agent_id, agent_type=agent_type)
         with guard.store.writing():
             trace_log.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
@@ -287,6 +300,11 @@ def _post_failure(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     if payload.get("is_interrupt"):
         error += " (interrupted by the user)"
     return _post_tool_use(guard, payload, "failed", error.encode())
+
+
+def _cwd(payload: Mapping[str, Any]) -> str | None:
+    cwd = payload.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
 
 
 def _transcript(payload: Mapping[str, Any]) -> str | None:
