@@ -104,6 +104,8 @@ def base_env(home: Path, server: Server, daemon: bool) -> dict[str, str]:
     }
     if not daemon:
         env["GITGUARD_NO_DAEMON"] = "1"
+    if os.environ.get("PYTHONPATH"):     # a checkout run with another's venv
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
 
 

@@ -282,6 +282,12 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             step = choose(anthropic_turn(body)) if body.get("tools") else {"text": "ok"}
             if "pause" in step:
                 server.hold(step["pause"])
+            if "fail" in step:          # the API failing for good (500, 529): every retry too
+                rec.reply = {"status": step["fail"]}
+                kind = "overloaded_error" if step["fail"] == 529 else "api_error"
+                self._json(int(step["fail"]), {"type": "error", "error": {
+                    "type": kind, "message": f"scripted failure {step['fail']}"}})
+                return
             blocks: list[dict[str, Any]] = []
             if "tools" in step:
                 for tool in step["tools"]:

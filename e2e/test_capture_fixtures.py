@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,12 @@ def _claude_capture(tmp: Path, capture: Path) -> None:
                 "description": "Publish the package to the npm registry"}),
             _tool("Bash", "toolu_01NpmTest5Hw", {"command": "npm test",
                                                   "description": "Run the test suite"}),
+            _tool("Agent", "toolu_01AgentHelp2Kd", {
+                "description": "Count the sources", "subagent_type": "general-purpose",
+                "run_in_background": False, "prompt": "Count them.\ngg-script: " + json.dumps([
+                    _tool("Bash", "toolu_01SubCount8Jw", {"command": "ls src | wc -l",
+                                                           "description": "Count"}),
+                    {"text": "2 files"}])}),
             {"text": "Published demo-package 1.0.1; the tests fail."},
         ]
         first = harness.claude(repo, "publish the package", script,
@@ -79,7 +87,13 @@ def _claude_capture(tmp: Path, capture: Path) -> None:
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         compact = harness.run_claude(repo, ["-p", "/compact", "--resume", CLAUDE_SESSION])
         assert compact.returncode == 0, compact.stderr[-3000:]
-        for run in (first, resumed, compact):   # gitguard answered behind the wrapper
+        # The model API failing for good: StopFailure. A session that goes on after it (a
+        # -p run exits at once, and the CLI does not wait for a slow StopFailure hook).
+        repo.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+        failed = harness.claude_turns(repo, [("build it", [{"fail": 500}]),
+                                             ("again", [{"text": "done"}])],
+                                      lambda _turn: None, "--resume", CLAUDE_SESSION)
+        for run in (first, resumed, compact, failed):   # gitguard answered behind the wrapper
             assert not run.hook_failures(), run.hook_failures()
         assert repo.hook_errors() == ""
 
@@ -103,6 +117,18 @@ def _codex_capture(tmp: Path, capture: Path) -> None:
         resumed = harness.codex(repo, "what is left?", [{"text": "nothing"}],
                                 resume=first.session_id)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
+        # Ctrl-C while a command runs: SIGINT to the CLI's process group, as a terminal sends.
+        raw = capture / "codex" / "raw"
+        live = harness.start(repo, harness.codex_argv(harness.script_prompt("wait", [
+            _tool("exec_command", "call_Sl33pL0ng7Qx", {"cmd": "sleep 30"}),
+            {"text": "slept"}])))
+        deadline = time.monotonic() + 120
+        while not any(p.name.endswith("PreToolUse-Bash.json") and "call_Sl33pL0ng7Qx"
+                      in p.read_text() for p in raw.glob("*.json")):
+            assert time.monotonic() < deadline and live.proc.poll() is None, "no PreToolUse"
+            time.sleep(0.1)
+        os.killpg(live.proc.pid, signal.SIGINT)
+        live.finish(timeout=60)
         assert repo.hook_errors() == ""
 
 
@@ -144,6 +170,14 @@ def claude_fixtures(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
         "post_tool_use_failure": _pick(payloads, "PostToolUseFailure"),
         "stop": _pick(payloads, "Stop"),
         "session_end": _pick(payloads, "SessionEnd"),
+        "pre_tool_use_agent": _pick(payloads, "PreToolUse", tool_name="Agent"),
+        "post_tool_use_agent": _pick(payloads, "PostToolUse", tool_name="Agent"),
+        "subagent_start": _pick(payloads, "SubagentStart"),
+        "pre_tool_use_subagent_bash": _pick(payloads, "PreToolUse",
+                                            tool_use_id="toolu_01SubCount8Jw"),
+        "subagent_stop": _pick(payloads, "SubagentStop"),
+        "post_tool_batch": _pick(payloads, "PostToolBatch"),
+        "stop_failure": _pick(payloads, "StopFailure"),
     }
 
 
@@ -161,6 +195,7 @@ def codex_fixtures(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "post_tool_use_apply_patch": _pick(payloads, "PostToolUse",
                                            tool_use_id="call_Pa4tchAppPy9x"),
         "stop": _pick(payloads, "Stop"),
+        "interrupt": _pick(payloads, "Interrupt"),
     }
 
 

@@ -152,20 +152,23 @@ class Guard:
                    writes: Sequence[str] = (), idempotency: Idempotency | None = None,
                    replay: ReplayPolicy | None = None, risk: RiskLevel | None = None,
                    side_effects: Sequence[str] = (), session_id: str | None = None,
-                   confirm: bool = False, force_replay: bool = False) -> ToolLedgerEntry:
+                   confirm: bool = False, force_replay: bool = False,
+                   agent_id: str | None = None, agent_type: str | None = None
+                   ) -> ToolLedgerEntry:
         from gitguard.calls import lifecycle as calls
         from gitguard.ipc import api_client
 
         through_daemon = api_client.begin_call(self, tool, tool_input, {
             "step_id": step_id, "call_id": call_id, "writes": writes, "idempotency": idempotency,
             "replay": replay, "risk": risk, "side_effects": side_effects,
-            "session_id": session_id, "confirm": confirm, "force_replay": force_replay})
+            "session_id": session_id, "confirm": confirm, "force_replay": force_replay,
+            "agent_id": agent_id, "agent_type": agent_type})
         if through_daemon is not None:
             return through_daemon
         return calls.begin(self, tool, tool_input, step_id=step_id, call_id=call_id,
                            writes=writes, idempotency=idempotency, replay=replay, risk=risk,
                            side_effects=side_effects, session_id=session_id, confirm=confirm,
-                           force_replay=force_replay)
+                           force_replay=force_replay, agent_id=agent_id, agent_type=agent_type)
 
     def end_call(self, call_id: str, status: str = "succeeded",
                  result: str | bytes | None = None) -> ToolLedgerEntry:

@@ -136,6 +136,10 @@ class ToolLedgerEntry(Versioned):
     probed_at: str | None = None
     probe_result: ProbeResult | None = None
     probe_ref: str | None = None
+    # The subagent that made the call (Claude Code's and Codex's `agent_id`/`agent_type`);
+    # None: the session's main loop.
+    agent_id: str | None = None
+    agent_type: str | None = None
 
 
 class RollbackFiles(Record):
@@ -234,6 +238,16 @@ class CheckpointConflict(Versioned):
     changes: tuple[ConflictChange, ...] = ()
 
 
+class Subagent(Record):
+    """A subagent a session ran (SubagentStart .. SubagentStop): its calls carry its id."""
+
+    agent_id: str
+    agent_type: str | None = None
+    started_at: str
+    ended_at: str | None = None
+    transcript_path: str | None = None      # where its tool results are (SubagentStop)
+
+
 class Session(Versioned):
     session_id: str
     started_at: str
@@ -242,6 +256,10 @@ class Session(Versioned):
     # The session this one was forked from (Claude Code's --fork-session): the replay guard
     # and the recovery note see the parent's calls as this session's own history.
     parent_id: str | None = None
+    subagents: tuple[Subagent, ...] = ()
+
+    def running_subagents(self) -> frozenset[str]:
+        return frozenset(a.agent_id for a in self.subagents if a.ended_at is None)
 
 
 class TraceEvent(Versioned):

@@ -198,12 +198,16 @@ def expectations(tool_input: Mapping[str, Any], declared: Iterable[str],
 
 
 def is_declared_only(tool: str, tool_input: Mapping[str, Any], declared: Iterable[str]) -> bool:
-    """A call that names what it writes and is not a shell command."""
-    if not list(declared):
-        return False
-    if tool.lower() in _SHELL_TOOLS:
-        return False
-    return not any(key in tool_input for key in _COMMAND_KEYS)
+    """A call that owns only what it names: a file tool that declares its paths, or a
+    shell command whose words say every file it can write (`shell_targets`; those are
+    its declared paths, none for `ls`). A command that writes where nobody can tell (a
+    build, a script) is not: its window claims what changed in it."""
+    command = next((tool_input[k] for k in _COMMAND_KEYS if k in tool_input), None)
+    if tool.lower() in _SHELL_TOOLS or command is not None:
+        from gitguard.calls.shell_targets import written_paths
+
+        return isinstance(command, str | list) and written_paths(command, "/") is not None
+    return bool(list(declared))
 
 
 @dataclass(frozen=True)

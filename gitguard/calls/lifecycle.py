@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -13,7 +14,8 @@ import pygit2
 
 from gitguard import clock, jsontext
 from gitguard.calls import tools
-from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused
+from gitguard.calls.delegation import is_delegation
+from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
 from gitguard.git import packing, patch_text
 from gitguard.ledger import git_moves, journal, sessions
 from gitguard.ledger.replay import BLOCKING_STATUSES, stricter
@@ -71,15 +73,39 @@ def _replay_check(state: journal.LedgerState, lineage: Sequence[str], tool: str,
                               "(the override is recorded in the ledger)")
 
 
+def _shell_writes(g: GuardContext, tool: str, tool_input: Mapping[str, Any]) -> list[str]:
+    """A shell command's write targets read from its words (`shell_targets`), as workspace
+    paths, when the caller named none: relative to the input's `cwd`, else the workspace
+    root. Targets outside the workspace are not ours."""
+    from gitguard.calls.classify import command_of
+    from gitguard.calls.shell_targets import written_paths
+
+    command = command_of(tool, tool_input)
+    if command is None:
+        return []
+    where = tool_input.get("cwd")
+    base = os.path.join(g.ws.root, where) if isinstance(where, str) else str(g.ws.root)
+    found: list[str] = []
+    for path in written_paths(command, os.path.normpath(base)) or ():
+        try:
+            found.append(safe_relpath(g.ws, path))
+        except UnsafePath:
+            continue
+    return [p for p in dict.fromkeys(found) if p]
+
+
 def _replay_key(g: GuardContext, tool: str, tool_input: Mapping[str, Any], digest: str,
                 writes: Sequence[str]) -> str | None:
-    """The call's replay identity where the state it acts on is part of it (replay_state)."""
+    """The call's replay identity where the state it acts on is part of it (replay_state).
+    A shell command's declared paths are what it writes (read from its words), not a base
+    it edits: they never make a second `npm publish > log` another call."""
     from gitguard.calls import replay_state
     from gitguard.calls.classify import command_of
 
+    command = command_of(tool, tool_input)
     return replay_state.replay_key(g.ws, g.snap.repo if g.ws.is_git else None, digest,
-                                   command_of(tool, tool_input),
-                                   tools.declared_replay_key(g.settings, tool), writes)
+                                   command, tools.declared_replay_key(g.settings, tool),
+                                   writes if command is None else ())
 
 
 def _probe_facts(g: GuardContext, tool: str, tool_input: Mapping[str, Any],
@@ -116,7 +142,8 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
           idempotency: Idempotency | None = None, replay: ReplayPolicy | None = None,
           risk: RiskLevel | None = None, side_effects: Sequence[str] = (),
           session_id: str | None = None, confirm: bool = False,
-          force_replay: bool = False, compensates: str | None = None) -> ToolLedgerEntry:
+          force_replay: bool = False, compensates: str | None = None,
+          agent_id: str | None = None, agent_type: str | None = None) -> ToolLedgerEntry:
     if not tool:
         raise GitguardError("a call needs a tool name", "pass --tool NAME")
     if not isinstance(tool_input, Mapping):
@@ -129,6 +156,8 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
         raise GitguardError(f"the call's input is not JSON: {exc}",
                             "pass str, number, bool, None, list and dict values with "
                             "str keys") from None
+    if not writes:
+        writes = _shell_writes(g, tool, tool_input)
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
     # Redact before anything quotes or cuts the input (the classification reason quotes the
     # command; the summary is cut at 200 characters): half a secret matches no pattern.
@@ -172,6 +201,7 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
                 input_ref=refs[0], declared_writes=declared, replay_of=replay_of,
                 compensates=compensates, replay_key=key, probe_facts=facts,
                 note=f"forced replay of {replay_of}" if (replay_of and force_replay) else None,
+                agent_id=agent_id, agent_type=agent_type,
             )
             # The pre checkpoint first, then planned and started in one append (one fsync): a
             # kill in between leaves a checkpoint no entry names, which resume and verify
@@ -226,9 +256,10 @@ def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None =
                 if declared_only and g.snap.ends_declared_calls_without_scan()
                 else g.snap.write_tree())
         # The patch and the result first, in one append to the session's artifact journal
-        # (one fsync): nothing names them before the ledger record.
-        patches, patch = _file_patches(g, index, entry, tree.tree,
-                                       _not_its_own(g, state, entry, declared_only))
+        # (one fsync): nothing names them before the ledger record. A delegation owns no
+        # change: what its window saw, its subagent's calls (or the user) made.
+        patches, patch = ((), b"") if is_delegation(entry.tool_name) else _file_patches(
+            g, index, entry, tree.tree, _not_its_own(g, state, entry, declared_only))
         items = [(PATCH_NAME.format(call_id), patch)] if patches else []
         if data is not None:
             items.append((f"result_{call_id}.txt", data))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from gitguard.calls.attribution import USER
+from gitguard.calls.delegation import is_delegation
 from gitguard.fileops import FileState
 from gitguard.ledger.replay import never_ran
 from gitguard.models import Attribution, CheckpointIndexRow, Confidence, ToolLedgerEntry
@@ -203,8 +204,9 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
         # paths, everything that changed inside it, confidence unknown), even once it
         # is reconciled.
         ended = end is not None and (end == NOW or rows[end].kind != "resume")
-        if never_ran(entry):
-            continue                          # denied before it ran: it owns nothing
+        if never_ran(entry) or is_delegation(entry.tool_name):
+            continue                          # denied before it ran, or a container: it
+                                              # owns nothing (its subagent's calls do)
         # Closed without its own end (no PostToolUse, the transcript could not tell): what
         # changed in its window cannot be told from a user edit (DESIGN.md, Attribution).
         unsure = ended and entry.status == "uncertain"

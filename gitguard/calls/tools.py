@@ -5,11 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gitguard.calls.delegation import (  # noqa: F401 - calls.tools.is_delegation
-    DELEGATION_SUFFIXES,
-    DELEGATION_TOOLS,
-    is_delegation,
-)
 from gitguard.errors import GitguardError
 from gitguard.models import ToolDefinition
 from gitguard.settings import Settings

@@ -225,11 +225,9 @@ def _claude_scans(stdin: bytes) -> str | None:
     if event not in _SCANNING_EVENTS and not (
             event in _ENDING_EVENTS and payload.get("tool_name") not in _MAY_DECLARE):
         return None
-    # integrations/hookcli._guard_for: CLAUDE_PROJECT_DIR, else the event's cwd
-    for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
-        if isinstance(candidate, str) and candidate and os.path.isdir(candidate):
-            return candidate
-    return ""
+    from gitguard.integrations.hookcli import event_dir  # the hook's own rule
+
+    return event_dir(payload) or ""
 
 
 def early_scan(argv: list[str]) -> None:

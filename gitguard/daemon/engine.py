@@ -46,6 +46,7 @@ from gitguard.calls.attribution import (
     expectations,
     is_declared_only,
 )
+from gitguard.calls.delegation import is_delegation
 from gitguard.daemon.watcher import Raw, Source
 from gitguard.errors import StoreError, WatcherUnusable
 from gitguard.git import pack_writer
@@ -395,7 +396,11 @@ class Engine:
 
     # --- call windows and records ----------------------------------------------------
     def opened(self, entry: ToolLedgerEntry, tool_input: dict[str, Any]) -> None:
-        """A call began (its pre snapshot is taken): user changes so far are recorded."""
+        """A call began (its pre snapshot is taken): user changes so far are recorded. A
+        delegation opens no window: its subagent's calls open their own, and a change none
+        of them can have made stays the user's."""
+        if is_delegation(entry.tool_name):
+            return
         declared = entry.declared_writes
         expect = expectations(tool_input, declared, lambda p: safe_relpath(self.ws, p))
         flushed = self.tracker.open(entry.call_id, declared,

@@ -20,10 +20,19 @@ never with a blocked tool.
 |                            | exited non-zero; `tool_response` stored as the result     |
 | PostToolUseFailure         | call end failed, `error` stored as the result             |
 | PermissionDenied           | the call never ran: failed, owning nothing                |
-| UserPromptSubmit, Stop     | every call of the session still open is closed            |
-|                            | (`dangling.py`), then a post checkpoint referencing       |
-|                            | `transcript_path`                                         |
+| UserPromptSubmit, Stop,    | every call of the main loop still open is closed          |
+| StopFailure                | (`dangling.py`; a running subagent's calls stay open),    |
+|                            | then a post checkpoint referencing `transcript_path`;     |
+|                            | StopFailure (the model API failed) records its `error`    |
+| SubagentStart              | the subagent is running: its calls carry its `agent_id`   |
+| SubagentStop               | the subagent's open calls are closed, their results read  |
+|                            | from `agent_transcript_path`                              |
+| PostToolBatch              | each listed call still open ends; one that had no         |
+|                            | Pre/PostToolUse is ledgered now                           |
+| Interrupt (Codex)          | every open call of the session is closed (uncertain)      |
 | SessionEnd                 | the same; the session is ended until its next event       |
+| Agent, Task, spawn_agent.. | a delegation: a container that owns no change and opens   |
+|                            | no attribution window; relaunching it is no replay        |
 | Bash `run_in_background`   | PostToolUse leaves the call open (`background.py`) until   |
 |                            | TaskOutput/TaskStop shows its end, or Stop no longer      |
 |                            | lists the task in `background_tasks`                      |
@@ -35,6 +44,7 @@ settings ask for. With no objection it gives no decision and Claude Code decides
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -53,6 +63,8 @@ if TYPE_CHECKING:
 
 Answer = dict[str, Any]
 
+# Shell tools of Claude Code and Codex: what their command names it writes is declared.
+SHELL_TOOLS = frozenset({"Bash", "exec_command", "shell", "local_shell"})
 # Tools whose input names the file they write, so the path is declared (exact attribution).
 PATH_KEYS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
              "NotebookEdit": "notebook_path"}
@@ -111,6 +123,38 @@ def call_id_of(payload: Mapping[str, Any]) -> str | None:
     return _safe_id(payload.get("tool_use_id"), "tool")
 
 
+def subagent_of(payload: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The subagent an event comes from (`agent_id`, `agent_type`); (None, None) for the
+    session's main loop. Claude Code and Codex send a subagent's events under the parent's
+    `session_id`."""
+    agent_type = payload.get("agent_type")
+    return (_safe_id(payload.get("agent_id"), "agent"),
+            agent_type[:100] if isinstance(agent_type, str) and agent_type else None)
+
+
+def _scope(guard: Guard, payload: Mapping[str, Any]) -> dangling.Scope:
+    """A subagent's event settles its own calls; the main loop's, the main loop's and those
+    of subagents no longer running."""
+    agent_id, _ = subagent_of(payload)
+    if agent_id is not None:
+        return dangling.Scope(agent_id)
+    session_id = session_of(payload)
+    known = {s.session_id: s for s in guard.sessions()}.get(session_id or "")
+    return dangling.Scope(None, known.running_subagents() if known else frozenset())
+
+
+def _results_transcript(payload: Mapping[str, Any]) -> str | None:
+    """Where the event's tool results are written: a subagent's own transcript (named by
+    SubagentStop, or beside the session's as Claude Code lays it out), else the session's."""
+    named = payload.get("agent_transcript_path")
+    if isinstance(named, str) and named:
+        return named
+    path, agent = _transcript(payload), payload.get("agent_id")
+    if path is None or not isinstance(agent, str) or not _SAFE_ID.fullmatch(agent):
+        return path
+    return f"{path.removesuffix('.jsonl')}/subagents/agent-{agent}.jsonl"
+
+
 def _safe_id(value: Any, prefix: str) -> str | None:
     """The agent's id when it is usable as a ref or file name, else a stable digest of it."""
     if not isinstance(value, str) or not value:
@@ -128,8 +172,10 @@ def _tool(payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(payload.get("tool_name") or "unknown"), tool_input
 
 
-def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> list[str]:
-    """Workspace paths the tool says it writes; paths outside the workspace are not ours."""
+def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any],
+                    cwd: str | None = None) -> list[str]:
+    """Workspace paths the tool says it writes, or a shell command's words name
+    (`shell_targets`); paths outside the workspace are not ours."""
     raw: list[str] = []
     key = PATH_KEYS.get(tool)
     if key and isinstance(tool_input.get(key), str):
@@ -138,25 +184,35 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any]) -> l
         text = (tool_input.get("command") or tool_input.get("input")
                 or tool_input.get("patch") or "")
         raw += _PATCH_PATHS.findall(text) if isinstance(text, str) else []
+    elif tool in SHELL_TOOLS:
+        from gitguard.calls.shell_targets import written_paths
+
+        command = tool_input.get("command") or tool_input.get("cmd")
+        base = cwd if cwd and os.path.isdir(cwd) else str(guard.ws.root)
+        if isinstance(command, str | list):
+            raw += written_paths(command, base) or ()
     found: list[str] = []
     for path in raw:
         try:
             found.append(safe_relpath(guard.ws, path.strip()))
         except UnsafePath:
             continue
-    return found
+    return list(dict.fromkeys(p for p in found if p))
 
 
 def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     tool, tool_input = _tool(payload)
     call_id, session_id = call_id_of(payload), session_of(payload)
     _link_fork(guard, payload)
-    # Calls of this session still open whose result the transcript already holds never
-    # got their end event: close them before this call's window opens.
-    dangling.settle(guard, session_id, _transcript(payload), "pre-tool-use", turn_over=False)
+    # Calls of this session (of this agent) still open whose result the transcript already
+    # holds never got their end event: close them before this call's window opens.
+    dangling.settle(guard, session_id, _results_transcript(payload), "pre-tool-use",
+                    turn_over=False, scope=_scope(guard, payload))
+    agent_id, agent_type = subagent_of(payload)
     try:
         guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
-                         writes=declared_writes(guard, tool, tool_input))
+                         writes=declared_writes(guard, tool, tool_input, _cwd(payload)),
+                         agent_id=agent_id, agent_type=agent_type)
     except ReplayRefused as refused:
         policy = tools.classify(guard.settings, tool, tool_input).replay_policy
         decision = "deny" if policy == "never" else "ask"
@@ -185,9 +241,11 @@ def _post_tool_use(guard: Guard, payload: Mapping[str, Any], status: str,
     if entry is None:
         # No PreToolUse began it (hooks added mid-call, or the user approved a replay gitguard
         # asked about): ledger it now. It has run already, so the replay guard cannot apply.
+        agent_id, agent_type = subagent_of(payload)
         entry = guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
-                                 writes=declared_writes(guard, tool, tool_input),
-                                 force_replay=True)
+                                 writes=declared_writes(guard, tool, tool_input,
+                                                        _cwd(payload)),
+                                 force_replay=True, agent_id=agent_id, agent_type=agent_type)
         with guard.store.writing():
             trace_log.emit(guard.store, "tool", "tool.late_begin", session_id=entry.session_id,
                            callId=entry.call_id, tool=tool)
@@ -244,6 +302,11 @@ def _post_failure(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     return _post_tool_use(guard, payload, "failed", error.encode())
 
 
+def _cwd(payload: Mapping[str, Any]) -> str | None:
+    cwd = payload.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
+
+
 def _transcript(payload: Mapping[str, Any]) -> str | None:
     path = payload.get("transcript_path")
     return path if isinstance(path, str) and path else None
@@ -294,13 +357,29 @@ def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     return {}
 
 
-def _turn_end(step: str, end_session: bool = False
+def _turn_end(step: str, end_session: bool = False, every_call: bool = False
               ) -> Callable[[Guard, Mapping[str, Any]], Answer]:
+    """A turn ended (or the session, or a subagent): its open calls are settled. The main
+    loop's turn leaves running subagents' calls open; `every_call` (the session or the
+    turn is over for everyone: SessionEnd, an interrupt) settles them too."""
     def take(guard: Guard, payload: Mapping[str, Any]) -> Answer:
         session_id = session_of(payload)
         if step != "user-prompt":     # Stop and SessionEnd list the tasks still running
             background.settle_at_stop(guard, session_id, payload)
-        settled = dangling.settle(guard, session_id, _transcript(payload), step)
+        if step == "stop-failure":
+            with guard.store.writing():
+                trace_log.emit(guard.store, "session", "session.turn_failed",
+                               session_id=session_id,
+                               error=str(payload.get("error") or "unknown")[:200],
+                               details=str(payload.get("error_details") or "")[:500])
+        scope = dangling.EVERY_CALL if every_call else _scope(guard, payload)
+        settled = dangling.settle(guard, session_id, _results_transcript(payload), step,
+                                  scope=scope)
+        agent_id, _ = subagent_of(payload)
+        if step == "subagent-stop" and session_id is not None and agent_id is not None:
+            with guard.store.writing():
+                sessions.subagent_stopped(guard.store, session_id, agent_id,
+                                          _results_transcript(payload))
         if end_session and session_id is not None and \
                 any(s.session_id == session_id for s in guard.sessions()):
             guard.end_session(session_id)      # until its next event reopens it
@@ -313,6 +392,30 @@ def _turn_end(step: str, end_session: bool = False
                                  "so it will not be repeated blindly, and what changed while it "
                                  f"was open is not rolled back. If it never ran: {how}."}
     return take
+
+
+def _subagent_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
+    """A subagent began: its calls (they carry its `agent_id`) stay open past the main
+    loop's Stop until its SubagentStop."""
+    session_id, (agent_id, agent_type) = session_of(payload), subagent_of(payload)
+    if session_id is not None and agent_id is not None:
+        with guard.store.writing():
+            sessions.subagent_started(guard.store, session_id, agent_id, agent_type)
+    return {}
+
+
+def _tool_batch(guard: Guard, payload: Mapping[str, Any]) -> Answer:
+    """Claude Code's PostToolBatch lists every call of a batch with its response: each one
+    still open ends here, and one that had no Pre/PostToolUse at all is ledgered now."""
+    calls = payload.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, Mapping) or not isinstance(call.get("tool_use_id"), str):
+            continue
+        one = {**payload, "hook_event_name": "PostToolUse",
+               **{k: call.get(k) for k in ("tool_name", "tool_input", "tool_use_id",
+                                           "tool_response")}}
+        _post_success(guard, one)
+    return {}
 
 
 def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
@@ -345,5 +448,10 @@ _HANDLERS: dict[str, Callable[[Guard, Mapping[str, Any]], Answer]] = {
     "PermissionDenied": _denied,
     "UserPromptSubmit": _turn_end("user-prompt"),
     "Stop": _turn_end("stop"),
-    "SessionEnd": _turn_end("session-end", end_session=True),
+    "StopFailure": _turn_end("stop-failure"),
+    "SubagentStart": _subagent_start,
+    "SubagentStop": _turn_end("subagent-stop"),
+    "PostToolBatch": _tool_batch,
+    "Interrupt": _turn_end("interrupt", every_call=True),
+    "SessionEnd": _turn_end("session-end", end_session=True, every_call=True),
 }

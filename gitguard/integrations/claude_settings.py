@@ -26,7 +26,9 @@ MARKER = "gitguard hook claude-code"
 # Tool events match every tool; the others take no matcher (SessionStart: every source).
 EVENTS: dict[str, str | None] = {
     "SessionStart": None, "UserPromptSubmit": None, "PreToolUse": "*", "PostToolUse": "*",
-    "PostToolUseFailure": "*", "PermissionDenied": "*", "Stop": None, "SessionEnd": None,
+    "PostToolUseFailure": "*", "PermissionDenied": "*", "PostToolBatch": None,
+    "SubagentStart": None, "SubagentStop": None, "Stop": None, "StopFailure": None,
+    "SessionEnd": None,
 }
 TIMEOUT_S = 30
 

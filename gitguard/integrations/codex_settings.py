@@ -17,10 +17,14 @@ from gitguard.integrations import claude_settings
 from gitguard.integrations.claude_settings import Result
 from gitguard.workspace import Workspace
 
-# The events Codex emits that gitguard uses: tool calls, turns and session starts.
+# Every event Codex 0.171 emits (the hook event names its binary's JSON schemas list):
+# tool calls, turns, subagents, interrupts and session ends are used; PermissionRequest
+# and the compaction events are answered with no decision, and registered so that a Codex
+# that starts sending what gitguard needs there reaches it (`gitguard status` sees them).
 EVENTS: dict[str, str | None] = {
     "SessionStart": None, "UserPromptSubmit": None, "PreToolUse": None, "PostToolUse": None,
-    "Stop": None,
+    "PermissionRequest": None, "SubagentStart": None, "SubagentStop": None, "Stop": None,
+    "Interrupt": None, "PreCompact": None, "PostCompact": None, "SessionEnd": None,
 }
 
 

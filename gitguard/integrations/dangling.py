@@ -55,6 +55,24 @@ DENIALS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 
 @dataclass(frozen=True)
+class Scope:
+    """Whose calls an event settles. A subagent's calls carry its id: its own events
+    (its PreToolUse, SubagentStop) settle them, and the main loop's turn end does not
+    while it runs (a background subagent outlives the main loop's Stop)."""
+
+    agent_id: str | None = None                 # None: the session's main loop
+    running: frozenset[str] = frozenset()       # subagents still running (main loop only)
+
+    def holds(self, entry: ToolLedgerEntry) -> bool:
+        if self.agent_id is not None:
+            return entry.agent_id == self.agent_id
+        return entry.agent_id is None or entry.agent_id not in self.running
+
+
+EVERY_CALL = None
+
+
+@dataclass(frozen=True)
 class Settled:
     checkpoint_id: str | None
     never_ran: tuple[str, ...]
@@ -65,14 +83,16 @@ NO_END = ("no PostToolUse came for it before the agent's {when} event: {why}; ch
           "`gitguard reconcile {call} --status succeeded|failed`")
 
 
-def open_calls(guard: Guard, session_id: str | None) -> list[ToolLedgerEntry]:
+def open_calls(guard: Guard, session_id: str | None, scope: Scope | None = EVERY_CALL
+               ) -> list[ToolLedgerEntry]:
     """The agent's calls of this session still `started` (gitguard's own writes excluded,
-    and shells running in the background: they did report, and end later)."""
+    and shells running in the background: they did report, and end later), of `scope`."""
     state = journal.read(guard.store)
     running = {call for call, _session in background.open_tasks(guard.store).values()}
     return [e for e in state.open_entries()
             if e.status == "started" and e.session_id == session_id
-            and not e.tool_name.startswith("gitguard") and e.call_id not in running]
+            and not e.tool_name.startswith("gitguard") and e.call_id not in running
+            and (scope is None or scope.holds(e))]
 
 
 def denial(text: str) -> str | None:
@@ -91,11 +111,12 @@ def never_ran(transcript_path: str | None, call_ids: Iterable[str]) -> dict[str,
 
 
 def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
-           step: str, *, turn_over: bool = True) -> Settled:
-    """Close the session's open calls (all of them when `turn_over`, else those with a
-    tool_result) and, when a call is marked uncertain or `turn_over`, take the `post`
-    checkpoint of `step` that closes their windows."""
-    calls_open = open_calls(guard, session_id)
+           step: str, *, turn_over: bool = True, scope: Scope | None = EVERY_CALL
+           ) -> Settled:
+    """Close the session's open calls of `scope` (all of them when `turn_over`, else those
+    with a tool_result in `transcript_path`) and, when a call is marked uncertain or
+    `turn_over`, take the `post` checkpoint of `step` that closes their windows."""
+    calls_open = open_calls(guard, session_id, scope)
     results = (transcript.tool_results(transcript_path, (e.call_id for e in calls_open))
                if calls_open else {})
     failed: list[str] = []

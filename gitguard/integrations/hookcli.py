@@ -100,9 +100,32 @@ def _event(stdin: bytes) -> dict[str, Any]:
 
 
 def _guard_for(ctx: GuardHolder, payload: dict[str, Any]) -> Any:
-    """The project the agent works in: CLAUDE_PROJECT_DIR, else the event's cwd."""
-    for candidate in (os.environ.get("CLAUDE_PROJECT_DIR"), payload.get("cwd")):
-        if isinstance(candidate, str) and candidate and Path(candidate).is_dir():
-            ctx.path = candidate
-            break
+    """The worktree the event acts on (DESIGN.md, Agents): the one holding the file a tool
+    declares, else the event's cwd (after `cd ../wt` the agent's calls act there; a
+    subagent with `isolation: "worktree"` works in a worktree nested in the project),
+    else CLAUDE_PROJECT_DIR, which stays the directory the session started in."""
+    found = event_dir(payload)
+    if found is not None:
+        ctx.path = found
     return ctx.guard
+
+
+def event_dir(payload: dict[str, Any]) -> str | None:
+    """`_guard_for`'s directory (also where the early scan of a fresh hook process runs)."""
+    for candidate in (_declared_dir(payload), payload.get("cwd"),
+                      os.environ.get("CLAUDE_PROJECT_DIR")):
+        if isinstance(candidate, str) and candidate and Path(candidate).is_dir():
+            return candidate
+    return None
+
+
+def _declared_dir(payload: dict[str, Any]) -> str | None:
+    """The directory of the absolute path a file tool (Edit, Write, ...) names."""
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return None
+    for key in ("file_path", "notebook_path"):
+        path = tool_input.get(key)
+        if isinstance(path, str) and os.path.isabs(path):
+            return os.path.dirname(os.path.normpath(path))
+    return None

@@ -13,7 +13,7 @@ import os
 
 from gitguard import clock
 from gitguard.errors import GitguardError, UnknownId
-from gitguard.models import Session
+from gitguard.models import Session, Subagent
 from gitguard.storage import durable
 from gitguard.storage.store import Store
 
@@ -79,6 +79,40 @@ def lineage(store: Store, session: Session) -> tuple[str, ...]:
         found = known.get(parent)
         parent = found.parent_id if found is not None else None
     return tuple(chain)
+
+
+def subagent_started(store: Store, session_id: str, agent_id: str,
+                     agent_type: str | None) -> Session:
+    """A subagent of the session began (SubagentStart). Under the store lock."""
+    session = start(store, session_id)
+    if any(a.agent_id == agent_id and a.ended_at is None for a in session.subagents):
+        return session
+    others = tuple(a for a in session.subagents if a.agent_id != agent_id)
+    agent = Subagent(agent_id=agent_id, agent_type=agent_type, started_at=clock.stamp())
+    return _updated(store, session, others + (agent,))
+
+
+def subagent_stopped(store: Store, session_id: str, agent_id: str,
+                     transcript_path: str | None) -> Session:
+    """A subagent of the session ended (SubagentStop). Under the store lock."""
+    session = start(store, session_id)
+    known = {a.agent_id: a for a in session.subagents}
+    agent = known.get(agent_id) or Subagent(agent_id=agent_id, started_at=clock.stamp())
+    if agent.ended_at is not None:
+        return session
+    known[agent_id] = agent.model_copy(update={"ended_at": clock.stamp(),
+                                               "transcript_path": transcript_path})
+    return _updated(store, session, tuple(known.values()))
+
+
+def _updated(store: Store, session: Session, subagents: tuple[Subagent, ...]) -> Session:
+    # Bounded: a session keeps its newest subagents' records (the ledger keeps their calls).
+    changed = session.model_copy(update={"subagents": subagents[-MAX_SUBAGENTS:]})
+    durable.append_jsonl(store.sessions_path, [changed.to_json()])
+    return changed
+
+
+MAX_SUBAGENTS = 256
 
 
 def end(store: Store, session_id: str) -> Session:

@@ -23,7 +23,6 @@ from gitguard.errors import WatcherUnusable
 from gitguard.ipc import client, control
 from gitguard.workspace import discover
 from tests.helpers.commands import gg
-from tests.helpers.daemons import store_of
 
 
 class DeafSource(WatchdogSource):

@@ -16,7 +16,8 @@ from tests.helpers.hooks import hook_cc, payload
 from tests.helpers.paths import FIXTURES
 
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
-          "PermissionDenied", "Stop", "SessionEnd"}
+          "PermissionDenied", "PostToolBatch", "SubagentStart", "SubagentStop", "Stop",
+          "StopFailure", "SessionEnd"}
 SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"
 
 
@@ -28,7 +29,7 @@ def test_fixtures_cover_every_event() -> None:
             continue
         event = json.loads(path.read_text())
         assert {"session_id", "transcript_path", "cwd", "hook_event_name"} <= set(event), path
-        if event["hook_event_name"].endswith("ToolUse") or "Failure" in event["hook_event_name"]:
+        if event["hook_event_name"].endswith(("ToolUse", "ToolUseFailure")):
             assert {"tool_name", "tool_input", "tool_use_id"} <= set(event), path
         if path.parent.name == "claude_code":
             seen.add(event["hook_event_name"])

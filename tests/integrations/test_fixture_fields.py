@@ -70,12 +70,13 @@ def test_the_capture_covers_every_event_gitguard_handles() -> None:
 
     events = {json.loads((FIXTURES / "claude_code" / f"{name}.json").read_text())
               ["hook_event_name"] for name in CAPTURED["claude_code"]}
-    # PermissionDenied never fired under Claude Code 2.1.332 in any mode the e2e suite can
-    # drive; its fixture stays hand-written (e2e/test_capture_fixtures.py says so).
-    assert set(claude_code._HANDLERS) - events == {"PermissionDenied"}
     codex = {json.loads((FIXTURES / "codex" / f"{name}.json").read_text())["hook_event_name"]
              for name in CAPTURED["codex"]}
-    assert {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"} <= codex
+    # PermissionDenied never fired under Claude Code 2.1.332 in any mode the e2e suite can
+    # drive; its fixture stays hand-written (e2e/test_capture_fixtures.py says so).
+    assert set(claude_code._HANDLERS) - events - codex == {"PermissionDenied"}
+    assert {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
+            "Interrupt"} <= codex
 
 
 def test_a_fixture_that_lost_a_field_is_caught(tmp_path: Path) -> None:

@@ -1,0 +1,139 @@
+"""What a shell command line can have written, read from the command (DESIGN.md, Attribution).
+
+A shell call's window claims only what the command can have written: output
+redirections, `tee`, `sed -i`, `rm`/`mkdir`/`touch`/`truncate`/`chmod` operands, `sort -o`,
+`git checkout -- PATHS` and `git restore` paths. Those are the call's declared paths (a
+path exactly one open call declared is that call's, and another call's patches leave it
+out), so parallel shell calls each own their own writes, and a file the user saves while
+the command runs stays the user's. A command that writes where nobody can tell from its
+words (a build, an installer, a test runner, a script; `cp`, `mv` and `ln`, whose
+operands may be whole directories) gives None: its window keeps claiming what changed in
+it, on window confidence.
+
+Pure and cheap (it runs at every shell call's begin): it uses the classifier's parser,
+never raises, and resolves each target against the directory the line starts in,
+following `cd` between commands.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from gitguard.calls.shell_parse import SimpleCommand, split_argv, split_commands
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Programs that write nothing but through their redirections.
+_QUIET = _words("""
+    echo printf cat ls pwd true false test [ grep egrep fgrep rg ag head tail wc uniq
+    cut tr diff cmp file stat which type date printenv id whoami uname
+    basename dirname realpath readlink sleep seq jq less more du df hostname
+""")
+# Options through which an otherwise quiet program writes or runs something.
+_FIND_ACTIONS = _words("-delete -exec -execdir -ok -okdir -fprint -fprint0 -fprintf -fls")
+_GIT_READS = _words("status diff log show blame branch rev-parse ls-files grep describe "
+                    "shortlog reflog remote config")
+_NULL = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+
+
+def written_paths(command: str | list[str], cwd: str) -> tuple[str, ...] | None:
+    """Absolute paths of the files the command line can have written (created, changed,
+    removed), or None when that cannot be told: an unknown program, or one that may act
+    on a whole directory (a recursive `rm`/`chmod`; `cp`, `mv` and `ln`, whose operands
+    may be directories), whose files no list of names covers. It reads words only, never
+    the disk, so the answer is the same at a call's begin and end."""
+    parsed = split_commands(command) if isinstance(command, str) else split_argv(command)
+    if parsed.unparsable:
+        return None
+    found: list[str] = []
+    here = cwd
+    for cmd in parsed.commands:
+        found += [_at(here, w) for w in cmd.writes if w not in _NULL and not w.startswith("&")]
+        if not cmd.argv:
+            continue
+        if os.path.basename(cmd.argv[0]) == "cd":
+            here = _at(here, cmd.argv[1]) if len(cmd.argv) > 1 else here
+            continue
+        targets = _targets(cmd)
+        if targets is None:
+            return None
+        found += [_at(here, t) for t in targets]
+    return tuple(dict.fromkeys(found))
+
+
+def _at(base: str, path: str) -> str:
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
+
+
+def _operands(args: Iterable[str], takes_value: frozenset[str] = frozenset()) -> list[str]:
+    """The non-option words (after `--`, every word), skipping option values it knows."""
+    out: list[str] = []
+    skip = False
+    options = True
+    for arg in args:
+        if skip:
+            skip = False
+        elif options and arg == "--":
+            options = False
+        elif options and arg.startswith("-") and arg != "-":
+            skip = arg in takes_value
+        else:
+            out.append(arg)
+    return out
+
+
+def _targets(cmd: SimpleCommand) -> list[str] | None:
+    """The program's own write targets (redirections aside); None: unpredictable."""
+    name, args = os.path.basename(cmd.argv[0]), list(cmd.argv[1:])
+    if name in _QUIET:
+        return []
+    if name == "find":
+        return None if _FIND_ACTIONS & set(args) else []
+    if name == "sort":
+        outputs = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-o", "--output")]
+        return outputs + [a.split("=", 1)[1] for a in args if a.startswith("--output=")]
+    if any(a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a)
+           for a in args) and name in ("rm", "cp", "chmod") or "--recursive" in args:
+        return None                     # a whole directory: no list of names covers it
+    if name == "tee":
+        return _operands(args)
+    if name in ("touch", "mkdir", "rm", "rmdir", "unlink", "truncate", "chmod"):
+        operands = _operands(args, frozenset({"-s", "--size", "-m", "--mode", "-r",
+                                              "--reference", "-d", "--date", "-t"}))
+        return operands[1:] if name == "chmod" else operands
+    if name == "sed":
+        return _sed_targets(args)
+    if name == "git" and args:
+        return _git_targets(args)
+    return None
+
+
+def _sed_targets(args: list[str]) -> list[str] | None:
+    in_place = any(a == "-i" or a.startswith(("-i", "--in-place")) or
+                   (a.startswith("-") and not a.startswith("--") and "i" in a[1:])
+                   for a in args if a.startswith("-"))
+    if not in_place:
+        return []                           # sed without -i writes only to stdout
+    scripted = any(a in ("-e", "-f", "--expression", "--file") for a in args)
+    operands = _operands(args, frozenset({"-e", "-f", "--expression", "--file", "-l"}))
+    files = operands if scripted else operands[1:]
+    suffixes = [a[2:] for a in args if a.startswith("-i") and len(a) > 2]
+    suffixes += [a.split("=", 1)[1] for a in args if a.startswith("--in-place=")]
+    return files + [f + s for f in files for s in suffixes if "*" not in s]
+
+
+def _git_targets(args: list[str]) -> list[str] | None:
+    sub, rest = args[0], args[1:]
+    if sub in _GIT_READS:
+        return []
+    if sub in ("checkout", "restore") and "--" in rest:
+        return rest[rest.index("--") + 1:]
+    if sub == "restore":
+        return _operands(rest, frozenset({"-s", "--source"}))
+    if sub in ("add", "commit", "fetch"):
+        return []                           # the index and .git only, not the work tree
+    return None
