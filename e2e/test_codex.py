@@ -88,3 +88,54 @@ def test_untrusted_hooks_never_reach_gitguard_and_status_says_so(make_repo: Any)
     assert codex_agent["reached"] is False
     status = repo.gitguard("status").stdout
     assert "agent codex: integrated" in status and "/hooks" in status, status
+
+
+def test_three_parallel_calls_each_own_their_own_file(make_repo: Any, daemon: bool) -> None:
+    """Codex runs a response's parallel calls at once (three PreToolUse before any
+    PostToolUse): each call owns its own file, none holds another's in its patches, and
+    rollback undoes all three without a conflict."""
+    repo: Repo = make_repo(daemon=daemon, agents=("codex",))
+    run = codex(repo, "three at once", [
+        {"tools": [_exec(f"sleep 1; echo {i} > par{i}.txt") for i in (1, 2, 3)]},
+        {"text": "done"}])
+    _clean(repo, run)
+    ids = repo.server.tool_ids()
+    ledger = {e["callId"]: e for e in repo.ledger()}
+    assert set(ids) <= set(ledger) and all(ledger[i]["status"] == "succeeded" for i in ids)
+    for i, call in enumerate(ids, 1):
+        assert [p["path"] for p in ledger[call]["filePatches"]] == [f"par{i}.txt"], ledger[call]
+    owners = {d["path"]: d["owner"] for d in repo.gg_json("status")["dirty"]}
+    assert [owners[f"par{i}.txt"] for i in (1, 2, 3)] == ids, owners
+    first = repo.gg_json("checkpoints")[0]["checkpointId"]
+    done = repo.gg_json("rollback-files", "--to", first)
+    assert sorted(done["deleted"]) == ["par1.txt", "par2.txt", "par3.txt"], done
+    assert done["conflicts"] == [], done
+
+
+def test_an_interrupt_settles_the_running_command_and_exec_resume_goes_on(
+        make_repo: Any) -> None:
+    """Ctrl-C while a command runs fires only Interrupt and SessionEnd: the call is settled
+    (uncertain: it may have done part of its work), not left started until Codex runs
+    again; `exec resume` then works on."""
+    import os
+    import signal
+    import time
+
+    from e2e.harness import codex_argv, script_prompt, start
+
+    repo: Repo = make_repo(daemon=True, agents=("codex",))
+    live = start(repo, codex_argv(script_prompt("wait", [
+        {"tools": [_exec("sleep 60")]}, {"text": "slept"}])))
+    deadline = time.monotonic() + 120
+    while not [e for e in repo.ledger() if e["status"] == "started"]:
+        assert time.monotonic() < deadline and live.proc.poll() is None, "the call never began"
+        time.sleep(0.1)
+    os.killpg(live.proc.pid, signal.SIGINT)
+    live.finish(timeout=60)
+    [call] = repo.ledger()
+    assert call["status"] == "uncertain", call
+    thread = next(e["thread_id"] for e in live.run.events if e.get("type") == "thread.started")
+    resumed = codex(repo, "go on", [{"tools": [_exec("echo on > on.txt")]}, {"text": "ok"}],
+                    resume=thread)
+    _clean(repo, resumed)
+    assert {e["status"] for e in repo.ledger()} == {"uncertain", "succeeded"}
