@@ -346,15 +346,18 @@ def _parent_by_calls(guard: Guard, path: str | None, session_id: str) -> str | N
 
 def _denied(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     """Claude Code refused the call after PreToolUse began it: it never ran, owns nothing."""
-    call_id = call_id_of(payload)
+    reason = payload.get("reason") or payload.get("message") or "permission denied"
+    _never_ran(guard, call_id_of(payload), f"denied: {reason}")
+    return {}
+
+
+def _never_ran(guard: Guard, call_id: str | None, why: str) -> None:
     entry = journal.read(guard.store).lookup(call_id) if call_id else None
     if entry is None or entry.status != "started":
-        return {}
-    reason = payload.get("reason") or payload.get("message") or "permission denied"
+        return
     with suppress(IllegalTransition):       # a repeated event
-        lifecycle.close_unrun(guard, entry.call_id, f"denied: {reason}; the tool did not run")
+        lifecycle.close_unrun(guard, entry.call_id, f"{why}; the tool did not run")
         guard.settle_windows()
-    return {}
 
 
 def _turn_end(step: str, end_session: bool = False, every_call: bool = False
@@ -410,6 +413,12 @@ def _tool_batch(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     calls = payload.get("tool_calls")
     for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, Mapping) or not isinstance(call.get("tool_use_id"), str):
+            continue
+        response = call.get("tool_response")
+        why = dangling.denial(response) if isinstance(response, str) else None
+        if why is not None:
+            # Listed with the denial Claude Code answered in its place: it never ran.
+            _never_ran(guard, call_id_of(call), why)
             continue
         one = {**payload, "hook_event_name": "PostToolUse",
                **{k: call.get(k) for k in ("tool_name", "tool_input", "tool_use_id",

@@ -120,12 +120,19 @@ def event_dir(payload: dict[str, Any]) -> str | None:
 
 
 def _declared_dir(payload: dict[str, Any]) -> str | None:
-    """The directory of the absolute path a file tool (Edit, Write, ...) names."""
+    """The directory of the absolute path a file tool (Edit, Write, ...) names, when it
+    lies in a workspace gitguard guards (a file outside every one is no workspace's)."""
+    from gitguard import store_discovery
+
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):
         return None
     for key in ("file_path", "notebook_path"):
         path = tool_input.get(key)
         if isinstance(path, str) and os.path.isabs(path):
-            return os.path.dirname(os.path.normpath(path))
+            directory = os.path.dirname(os.path.normpath(path))
+            found = store_discovery.find_store(directory) if os.path.isdir(directory) \
+                else None
+            if found is not None and os.path.isfile(os.path.join(found[1], "store.json")):
+                return directory
     return None
