@@ -78,10 +78,11 @@ def last_agent_writes(entries: Iterable[ToolLedgerEntry]) -> dict[str, AgentWrit
     """The newest FilePatchEntry per path over calls in ledger order."""
     latest: dict[str, AgentWrite] = {}
     for entry in entries:
+        # A shell command's declared paths come from its words, not content it named.
+        named = frozenset(entry.declared_writes) if not is_shell(entry.tool_name) else ()
         for patch in entry.file_patches:
             latest[patch.path] = AgentWrite(entry.call_id, patch.after_hash,
-                                            patch.path in entry.declared_writes,
-                                            patch.created_at)
+                                            patch.path in named, patch.created_at)
     return latest
 
 
@@ -197,6 +198,11 @@ def expectations(tool_input: Mapping[str, Any], declared: Iterable[str],
     return {target: Expectation(present=tuple(present), absent=tuple(absent))}
 
 
+def is_shell(tool: str) -> bool:
+    """A tool that runs shell commands (what it writes is read from its words)."""
+    return tool.lower() in _SHELL_TOOLS
+
+
 def is_declared_only(tool: str, tool_input: Mapping[str, Any], declared: Iterable[str]) -> bool:
     """A call that owns only what it names: a file tool that declares its paths, or a
     shell command whose words say every file it can write (`shell_targets`; those are
@@ -252,6 +258,9 @@ class Window:
     expected: dict[str, Expectation] = field(default_factory=dict)
     seen: dict[str, _PathSeen] = field(default_factory=dict)
     background: bool = False
+    # A shell command's declared paths are read from its words, its content unknown: a
+    # change there is its own on window confidence, never exact.
+    shell: bool = False
 
 
 @dataclass
@@ -281,11 +290,12 @@ class Tracker:
             seen.shared = seen.shared or shared
 
     def open(self, call_id: str, declared: Iterable[str], declared_only: bool,
-             expected: Mapping[str, Expectation] | None = None) -> list[Verdict]:
+             expected: Mapping[str, Expectation] | None = None, shell: bool = False
+             ) -> list[Verdict]:
         """Open a call window; user changes seen before it are flushed first."""
         flushed = self.flush_user()
         self.windows[call_id] = Window(call_id, frozenset(declared), declared_only,
-                                       dict(expected or {}))
+                                       dict(expected or {}), shell=shell)
         return flushed
 
     def to_background(self, call_id: str) -> None:
@@ -315,7 +325,7 @@ class Tracker:
             expected = window.expected.get(path)
             if expected is not None and not expected.matches(final.get(path)):
                 return window.call_id, "ambiguous"
-            return window.call_id, "exact"
+            return window.call_id, "window" if window.shell else "exact"
         if window.declared_only:
             return USER, "window"
         return window.call_id, "window"

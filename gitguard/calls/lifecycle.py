@@ -156,13 +156,14 @@ def begin(g: GuardContext, tool: str, tool_input: Mapping[str, Any], *, step_id:
         raise GitguardError(f"the call's input is not JSON: {exc}",
                             "pass str, number, bool, None, list and dict values with "
                             "str keys") from None
-    if not writes:
-        writes = _shell_writes(g, tool, tool_input)
     declared = tuple(safe_relpath(g.ws, w) for w in writes)
     # Redact before anything quotes or cuts the input (the classification reason quotes the
     # command; the summary is cut at 200 characters): half a secret matches no pattern.
     # The hash stays over the real input, so a replay is still recognised.
     redacted_input = g.store.privacy.redact_json(dict(tool_input))
+    # A shell command's targets are read from the redacted words: a secret never becomes
+    # a declared path (the ledger, the stat index).
+    declared = declared or tuple(_shell_writes(g, tool, redacted_input))
     cls = tools.classify(g.settings, tool, redacted_input)
     key = _replay_key(g, tool, tool_input, digest, declared)
     facts = _probe_facts(g, tool, tool_input, cls.side_effects)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from gitguard.calls.attribution import USER
+from gitguard.calls.attribution import USER, is_shell
 from gitguard.calls.delegation import is_delegation
 from gitguard.fileops import FileState
 from gitguard.ledger.replay import never_ran
@@ -56,6 +56,8 @@ class Window:
     changed: frozenset[str] | None = None
     # It ran on in the background beside other work: none of its changes is surely its.
     background: bool = False
+    # A shell command: its declared paths are read from its words, not content it named.
+    shell: bool = False
 
     def claims(self, path: str) -> bool:
         return self.changed is None or path in self.changed
@@ -64,7 +66,7 @@ class Window:
         if self.background:
             return "ambiguous"
         if self.ended:
-            return "exact" if path in self.declared else "window"
+            return "exact" if path in self.declared and not self.shell else "window"
         if self.planned is not None and path in self.planned and self.planned[path] == after:
             return "exact"
         return self.unfinished   # it never finished: a user edit since cannot be told apart
@@ -227,7 +229,7 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
             if coarse else (), entry.status,
             "ambiguous" if unsure else "unknown",
             changed=frozenset(p.path for p in entry.file_patches) if ended else None,
-            background=entry.call_id in background))
+            background=entry.call_id in background, shell=is_shell(entry.tool_name)))
     return timeline
 
 

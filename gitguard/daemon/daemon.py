@@ -348,11 +348,12 @@ class Daemon:
         return {"pid": os.getpid(), "workspace": str(self.ws.root)}
 
     def status(self) -> dict[str, Any]:
+        unwatched = self.engine.unwatched_now()     # as of now, not of the last call
         counts = dict(self.engine.counts)
         return {"pid": os.getpid(), "workspace": str(self.ws.root),
                 "uptimeS": round(time.time() - self.started_at, 1),
                 "startMs": round(self.start_ms, 1), "watches": self.source.watch_count(),
-                "unwatched": [os.fsdecode(d) for d in self.engine.reported_unwatched],
+                "unwatched": [os.fsdecode(d) for d in unwatched],
                 **_memory_kb(), "cpuS": round(time.process_time(), 3),
                 "dirty": len(self.engine.dirty), "openWindows": sorted(self.engine.tracker.windows),
                 "snapshotMode": self.engine.git_mode or "incremental", **counts,

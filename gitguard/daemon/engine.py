@@ -45,6 +45,7 @@ from gitguard.calls.attribution import (
     Verdict,
     expectations,
     is_declared_only,
+    is_shell,
 )
 from gitguard.calls.delegation import is_delegation
 from gitguard.daemon.watcher import Raw, Source
@@ -304,6 +305,12 @@ class Engine:
         self.dirty.clear()
         return result
 
+    def unwatched_now(self) -> list[bytes]:
+        """The directories without a watch, after every event queued so far is absorbed
+        (a directory made since the last call included)."""
+        self.sync()
+        return self._unwatched()
+
     def _unwatched(self) -> list[bytes]:
         """The directories without a watch that hold what we snapshot; said once in the log
         and in `daemon.unwatched` (which `daemon status` and `status` read) when they change."""
@@ -405,7 +412,7 @@ class Engine:
         expect = expectations(tool_input, declared, lambda p: safe_relpath(self.ws, p))
         flushed = self.tracker.open(entry.call_id, declared,
                                     is_declared_only(entry.tool_name, tool_input, declared),
-                                    expect)
+                                    expect, shell=is_shell(entry.tool_name))
         self.record(flushed)
 
     def closed(self, entry: ToolLedgerEntry) -> None:

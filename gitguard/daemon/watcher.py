@@ -173,7 +173,9 @@ class Barriers:
         self.root = root
         self.store = store
         self.in_tree = store.resolve().is_relative_to(root.resolve())
-        self.gitfile = root / ".git"
+        # Outside the tree: a linked worktree's `.git` file carries the token; a worktree
+        # with no `.git` at all (GIT_DIR elsewhere: a dotfiles setup) its root directory.
+        self.gitfile = root / ".git" if (root / ".git").is_file() else root
         # The one directory watched inside `.git` or the store: nothing else is written there.
         self.dir = store / "barrier"
         self.file_prefix = os.fsencode(self.dir / BARRIER_PREFIX)
@@ -222,7 +224,7 @@ class Barriers:
                 tail = path[len(self.file_prefix):]
                 return int(tail) if tail.isdigit() else None
             return None
-        if path == os.fsencode(self.gitfile):
+        if path == os.fsencode(self.gitfile).rstrip(b"/"):
             try:
                 atime = os.stat(self.gitfile).st_atime_ns
             except OSError:
@@ -351,8 +353,9 @@ _KINDS: dict[type[wd_events.FileSystemEvent], EventKind] = {
     wd_events.FileAttribEvent: "attrib", wd_events.FileDeletedEvent: "delete",
     wd_events.DirDeletedEvent: "delete"}
 _EVENT_TYPES = (*_KINDS, wd_events.FileMovedEvent, wd_events.DirMovedEvent,
-                wd_events.EventsLostEvent)
-_BARRIER_EVENTS = (wd_events.FileCreatedEvent, wd_events.FileAttribEvent)
+                wd_events.DirAttribEvent, wd_events.EventsLostEvent)
+_BARRIER_EVENTS = (wd_events.FileCreatedEvent, wd_events.FileAttribEvent,
+                   wd_events.DirAttribEvent)
 
 
 class _Handler(wd_events.FileSystemEventHandler):

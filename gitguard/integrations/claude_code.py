@@ -187,7 +187,8 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any],
     elif tool in SHELL_TOOLS:
         from gitguard.calls.shell_targets import written_paths
 
-        command = tool_input.get("command") or tool_input.get("cmd")
+        redacted = guard.store.privacy.redact_json(dict(tool_input))  # no secret as a path
+        command = redacted.get("command") or redacted.get("cmd")
         base = cwd if cwd and os.path.isdir(cwd) else str(guard.ws.root)
         if isinstance(command, str | list):
             raw += written_paths(command, base) or ()

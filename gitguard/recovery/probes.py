@@ -16,6 +16,7 @@ recovery note says the probe could not tell and why, and gives today's advice.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -342,20 +343,23 @@ def _record(g: GuardContext, state: journal.LedgerState, entries: Mapping[str, T
     if not found:
         return {}
     now = clock.stamp()
-    moment = re.sub(r"[^0-9]", "", now)
     refs: dict[str, str] = {}
     by_session: dict[str, list[tuple[str, bytes]]] = {}
     for call_id, (probe, run, result, why) in found.items():
-        name = f"probe_{call_id}_{moment}.json"
-        evidence = {"schemaVersion": 1, "callId": call_id, "probedAt": now,
+        # Named by what it holds (the time is in the ledger or the trace): a probe that
+        # answers the same again names the same evidence, stored once, and resume answers
+        # the same twice (the kill loop checks it).
+        evidence = {"schemaVersion": 1, "callId": call_id,
                     "source": probe.source, "argv": list(probe.argv), "cwd": str(g.ws.root),
                     "timeoutSeconds": probe.timeout, "exitCode": run.exit_code,
                     "error": run.error, "stdout": run.stdout[:_KEEP],
                     "stderr": run.stderr[:_KEEP], "probeResult": result, "why": why,
                     "factsReadAt": probe.read_at}
         data = durable.canonical_json(g.store.privacy.redact_json(evidence))
-        by_session.setdefault(entries[call_id].session_id, []).append((name, data))
+        name = f"probe_{call_id}_{hashlib.sha256(data).hexdigest()[:16]}.json"
         refs[call_id] = f"artifacts/{name}"
+        if not g.store.has_artifact(refs[call_id]):
+            by_session.setdefault(entries[call_id].session_id, []).append((name, data))
     for session_id, items in by_session.items():
         g.store.append_artifacts(session_id, items)
     settled: list[ToolLedgerEntry] = []

@@ -312,7 +312,10 @@ def test_a_changed_gitignore_rescans_so_newly_unignored_files_appear(live: Scrip
     live.daemon.idle()                                  # quiet: the rescan runs now
     assert live.daemon.engine.rescan_reason is None
     done = live.guard.end_call(call.call_id, "succeeded")
-    assert {p.path for p in done.file_patches} == {".gitignore", ".env"}
+    # The command named .gitignore only: .env, which it made visible but never wrote, is
+    # not its change (a rollback of it must not delete the user's .env).
+    assert {p.path for p in done.file_patches} == {".gitignore"}
+    assert (live.repo / ".env").exists()
     assert live.daemon.engine.counts["full_scans"] == 2
 
 
