@@ -19,8 +19,8 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import sysconfig
+import warnings
 from pathlib import Path
 
 from setuptools import Command, find_packages, setup
@@ -63,11 +63,11 @@ class build_native(Command):  # noqa: N801 - setuptools names commands this way
 
     def _skip(self, why: str, target: Path) -> None:
         target.unlink(missing_ok=True)      # never an old program beside a newer source
-        # Straight to stderr: setuptools' log shows only what its own verbosity lets
-        # through, and a frontend (pip, uv) shows a build's output only when asked (-v).
-        print(f"WARNING: gitguard's native hook client is not built ({why}); the hooks "
-              "will start Python instead (about 20 ms more per hook)",
-              file=sys.stderr, flush=True)
+        # A Python warning, not setuptools' log: pip hides a successful build's output
+        # unless -v, but it passes a build backend's warnings on (pip 26.3 even with -q;
+        # pip 25.3 only with -v); build and uv build print them on stderr.
+        warnings.warn(f"gitguard's native hook client is not built ({why}); the hooks "
+                      "will start Python instead (about 20 ms more per hook)", stacklevel=1)
 
     def get_source_files(self) -> list[str]:
         return [str(SOURCE)]
