@@ -154,11 +154,22 @@ def check_installed(venv: Path, tmp: Path) -> list[str]:
     shutil.copytree(ROOT / "tests", suite / "tests",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", suite)
-    run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         *WATCHER_TESTS], cwd=suite, timeout=1200)
     env = user_env(tmp / "home")
-    smoke(venv / "bin" / "gitguard", tmp / "smoke", env)
-    step(venv / "bin" / "gitguard", "demo", cwd=tmp, env=env, slow_s=120, kill_s=300)
+    checks: list[Callable[[], object]] = [
+        lambda: run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p",
+                     "no:cacheprovider", *WATCHER_TESTS], cwd=suite, timeout=1200),
+        lambda: smoke(venv / "bin" / "gitguard", tmp / "smoke", env),
+        lambda: step(venv / "bin" / "gitguard", "demo", cwd=tmp, env=env, slow_s=120,
+                     kill_s=300)]
+    failures = []
+    for check in checks:        # each runs even when one before it failed: all say what they see
+        try:
+            check()
+        except LegFailed as exc:
+            print(f"FAILED: {exc}", flush=True)
+            failures.append(str(exc).splitlines()[0])
+    if failures:
+        raise LegFailed("; ".join(failures))
     return []
 
 
