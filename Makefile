@@ -4,18 +4,29 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench soak clean e2e
+LOCK := requirements/lock.txt
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+.PHONY: demo test check bench soak clean e2e lock
+
+# The venv holds exactly the lock (hash-pinned, wheels only; --clear drops what an older
+# lock put there), and gitguard is built from it too (the lock's setuptools, no isolation).
+$(STAMP): pyproject.toml $(LOCK)
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/pip install --quiet --require-hashes --only-binary=:all: -r $(LOCK)
 	@# compat: a plain path entry in a .pth file. The default editable finder imports pathlib,
 	@# re and importlib.util in every interpreter start (28 ms of 50), which every hook pays.
-	$(BIN)/pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e . \
+		--config-settings editable_mode=compat
 	@# An editable install writes no bytecode; with PYTHONDONTWRITEBYTECODE set every gitguard
 	@# process would recompile each module (over a second per CLI start under load).
 	$(BIN)/python -m compileall -q gitguard
 	touch $(STAMP)
+
+# Refresh the lock to the newest versions pyproject.toml's ranges admit (and
+# requirements/lock.in's tools), for every Python the project claims and every platform.
+lock: $(STAMP)
+	$(BIN)/uv pip compile --quiet --upgrade --universal --python-version 3.11 \
+		--generate-hashes --extra dev -o $(LOCK) pyproject.toml requirements/lock.in
 
 demo: $(STAMP)
 	$(BIN)/gitguard demo
