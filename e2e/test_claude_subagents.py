@@ -129,3 +129,34 @@ def test_a_delegation_launched_again_after_resume_is_no_replay(make_repo: Any) -
     assert refused == [], refused
     agents = [e for e in repo.ledger() if e["toolName"] == "Agent"]
     assert len(agents) == 2 and all(e["status"] == "succeeded" for e in agents), agents
+
+
+def test_a_session_that_cds_into_another_worktree_guards_it_there(make_repo: Any) -> None:
+    """`claude --add-dir ../wt`, then `cd ../wt`: later calls act in the other worktree,
+    so they are ledgered there (CLAUDE_PROJECT_DIR stays the first one) and rollback there
+    undoes them."""
+    import subprocess
+
+    repo: Repo = make_repo(daemon=True)
+    other = repo.root.parent / "wt"
+    subprocess.run(["git", "worktree", "add", "-q", str(other), "-b", "side"], cwd=repo.root,
+                   env=repo.env, check=True)
+    from e2e.harness import VENV_BIN
+
+    subprocess.run([str(VENV_BIN / "gitguard"), "init", "--no-daemon"], cwd=other,
+                   env=repo.env, check=True, capture_output=True)
+    run = claude(repo, "work over there", [
+        {"tools": [bash(f"cd {other}")]},
+        {"tools": [bash("echo there > there.txt")]},
+        {"tools": [_write(repo, "here.txt", "here\n")]},
+        {"text": "done"}], "--add-dir", str(other))
+    _clean(repo, run)
+    assert (other / "there.txt").read_text() == "there\n"
+    here = {e["summary"] for e in repo.ledger()}
+    wt = subprocess.run([str(VENV_BIN / "gitguard"), "ledger", "--json"], cwd=other,
+                        env=repo.env, check=True, capture_output=True, text=True)
+    there = {e["callId"]: e for e in json.loads(wt.stdout)}
+    assert "echo there > there.txt" in {e["summary"] for e in there.values()}, there
+    assert "echo there > there.txt" not in here, here
+    [call] = [e for e in there.values() if e["summary"] == "echo there > there.txt"]
+    assert [p["path"] for p in call["filePatches"]] == ["there.txt"], call
