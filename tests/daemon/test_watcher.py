@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from gitguard.api import Guard
-from gitguard.daemon.watcher import IgnoredDirs, Raw, WatchdogSource
+from gitguard.daemon.watcher import BARRIER_BATCH, IgnoredDirs, Raw, WatchdogSource
 from gitguard.snapshot.daemon_snapshotter import diff_trees
 from tests.helpers.commands import git
 
@@ -93,8 +93,8 @@ def test_in_process_diffs_equal_git_diff_tree(repo: Path) -> None:
 
 
 def test_barriers_create_a_file_each_and_clear_leftovers(repo: Path) -> None:
-    """Each barrier is one new file named by its token (the last one removed); files a
-    killed daemon left are cleared at start, and stop removes the last."""
+    """Each barrier is one new file named by its token (removed in batches); files a
+    killed daemon left are cleared at start, and stop removes what is left."""
     store = repo / ".git" / "gitguard"
     (store / "barrier").mkdir(parents=True)
     (store / "barrier" / ".gg-barrier-41").write_bytes(b"")
@@ -107,7 +107,11 @@ def test_barriers_create_a_file_each_and_clear_leftovers(repo: Path) -> None:
             (repo / "new.txt").write_text(str(token))
             seen = until_barrier(sink, source, token)
             assert b"new.txt" in {r.path for r in seen}
-            assert os.listdir(store / "barrier") == [f".gg-barrier-{token}"]
+            assert sorted(os.listdir(store / "barrier")) == [
+                f".gg-barrier-{t}" for t in range(1, token + 1)]
+        for token in range(4, BARRIER_BATCH + 6):
+            until_barrier(sink, source, token)
+        assert len(os.listdir(store / "barrier")) <= BARRIER_BATCH, "removed in batches"
     finally:
         source.stop()
     assert os.listdir(store / "barrier") == []
