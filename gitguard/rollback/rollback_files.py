@@ -22,6 +22,7 @@ import pygit2
 
 from gitguard import clock, fileops
 from gitguard.calls import background, timeline
+from gitguard.calls.attribution import USER
 from gitguard.calls.timeline import UNKNOWN, PathHistory
 from gitguard.errors import GitguardError, UnsafePath
 from gitguard.fileops import FileState, Observed
@@ -63,6 +64,9 @@ class Plan:
     unchanged: list[str] = field(default_factory=list)    # already as at the checkpoint
     kept_user: list[str] = field(default_factory=list)    # changed after it by the user only
     left: list[tuple[str, str]] = field(default_factory=list)  # (path, why) never snapshotted
+    # Reverted on uncertain ground: a change a call owns only because it fell inside its
+    # window (a command whose writes cannot be read from its words): (path, call, since).
+    on_window: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +98,9 @@ class Result:
             "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
             "madeDirs": self.made_dirs,
             "left": [{"path": path, "reason": why} for path, why in self.plan.left],
+            "windowReverted": [{"path": path, "callId": call, "since": since}
+                               for path, call, since in self.plan.on_window
+                               if path in self.restored or path in self.deleted],
             "safetyCheckpointId": self.applied.safety.checkpoint_id if self.applied else None,
             "entryId": self.applied.entry.call_id if self.applied else None,
         }
@@ -176,6 +183,10 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
                                                foreign))
             continue
         plan.steps.append(Step(item.path, item.now, first.before, agent.owner))
+        window = next((c for c in item.changes if c.owner != USER
+                       and c.confidence == "window"), None)
+        if window is not None:
+            plan.on_window.append((item.path, window.owner, window.since))
 
 
 def obstacles(steps: list[Step], observed: Mapping[str, Observed],
@@ -385,6 +396,19 @@ def _git_form(convert: filters.Conversion, root: Path, seen: Observed,
     return FileState(convert.clean(seen.path, data, store), seen.state.mode)
 
 
+def _narrow(plan: Plan, only: set[str]) -> None:
+    """Keep the plan's entries for these paths (and below them) only."""
+    def mine(path: str) -> bool:
+        return path in only or any(path.startswith(p.rstrip("/") + "/") for p in only)
+
+    plan.steps = [s for s in plan.steps if mine(s.path)]
+    plan.conflicts = [c for c in plan.conflicts if mine(c.path)]
+    plan.unchanged = [p for p in plan.unchanged if mine(p)]
+    plan.kept_user = [p for p in plan.kept_user if mine(p)]
+    plan.left = [(p, why) for p, why in plan.left if mine(p)]
+    plan.on_window = [w for w in plan.on_window if mine(w[0])]
+
+
 def make_plan(g: GuardContext, target: Checkpoint, facts: Facts) -> Plan:
     plan = Plan(target)
     decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items),
@@ -446,8 +470,11 @@ def _worktree_form(facts: Facts, step: Step) -> Step:
     return Step(step.path, expected, step.target, step.call_id, data)
 
 
-def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False) -> Result:
-    """Plan, check, take the safety checkpoint, apply; record conflicts and the action."""
+def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False,
+                   paths: Iterable[str] = ()) -> Result:
+    """Plan, check, take the safety checkpoint, apply; record conflicts and the action.
+    `paths`: only these (`--path`: one file put back from a safety checkpoint)."""
+    only = {safe_relpath(g.ws, p) for p in paths}
     started_clock = time.perf_counter()
     # A running daemon records what it saw first and leaves our own writes unattributed;
     # it takes the store lock for that, so this comes before ours.
@@ -457,6 +484,8 @@ def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False) -
         facts = gather(g, target, store_blobs=not dry_run, index=index)
         plan = make_plan(g, target, facts)
         plan.left = left_out(g, index, target)
+        if only:
+            _narrow(plan, only)
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))
         if dry_run or not (plan.steps or plan.conflicts):
             return result

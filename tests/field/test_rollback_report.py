@@ -102,3 +102,33 @@ def test_take_checkpoint_writes_the_checkpoints_content_and_apply_agent_is_its_a
     old = json.loads(gg(repo, "conflicts", "resolve", "core.py", "--apply-agent",
                         "--json").stdout)
     assert old["resolution"] == "apply_agent" and (repo / "core.py").read_bytes() == base
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["no-daemon", "daemon"])
+def test_paths_reverted_on_window_confidence_are_named_and_one_can_be_put_back(
+        repo: Path, daemon: bool) -> None:
+    """A command whose writes cannot be read from its words (a script) owns what changed
+    while it ran, on window confidence: rollback reverts it, says so path by path with the
+    call, and `--to SAFETY --path P` puts back just that path (issue 31, item 5)."""
+    first = _start(repo)
+    (repo / "gen.sh").write_text("echo generated > gen.txt\necho more >> src/app.py\n")
+    git(repo, "add", "gen.sh")
+    git(repo, "commit", "-qm", "a generator")
+    first = str(json.loads(gg(repo, "checkpoint", "--json").stdout)["checkpointId"])
+    with daemon_if(repo, daemon):
+        gg(repo, "run", "--", "sh", "gen.sh")
+        call = json.loads(gg(repo, "ledger", "--json").stdout)[-1]["callId"]
+        shown = gg(repo, "rollback-files", "--to", first).stdout
+        done = json.loads(gg(repo, "rollback-files", "--to", first, "--dry-run",
+                             "--json").stdout)
+        assert done["windowReverted"] == [], "nothing left to revert"
+        safety = [line.split()[2] for line in shown.splitlines()
+                  if line.startswith("safety checkpoint")][0]
+        back = json.loads(gg(repo, "rollback-files", "--to", safety, "--path", "gen.txt",
+                             "--json").stdout)
+    assert f"on window confidence: gen.txt was {call}'s" in shown, shown
+    assert f"on window confidence: src/app.py was {call}'s" in shown, shown
+    assert "--path P puts back one path" in shown
+    assert back["restored"] == ["gen.txt"] and back["deleted"] == [], back
+    assert (repo / "gen.txt").read_text() == "generated\n"
+    assert "more" not in (repo / "src" / "app.py").read_text(), "only the path asked for"

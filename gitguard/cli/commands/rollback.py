@@ -12,9 +12,13 @@ from gitguard.errors import EXIT_CONFLICTS, GitguardError
 @click.option("--to", "checkpoint_id", required=True, metavar="CKPT",
               help="The checkpoint to go back to (see `gitguard checkpoints`).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--path", "paths", multiple=True, metavar="PATH",
+              help="Only this path (repeatable): e.g. one file put back from a safety "
+                   "checkpoint.")
 @json_option
 @pass_ctx
-def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, as_json: bool) -> None:
+def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, paths: tuple[str, ...],
+                   as_json: bool) -> None:
     """Undo what agent calls changed after CKPT; never a file the user changed.
 
     Files still holding exactly what the agent wrote go back to their content at
@@ -23,13 +27,17 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, as_json: bool) -
     first, so `rollback-files --to <it>` undoes the rollback. Exits 5 while
     conflicts are pending.
 
+    Paths reverted on window confidence (a command whose writes cannot be read from its
+    words wrote them while it ran) are named with the call: `--path P` with the safety
+    checkpoint puts one back.
+
     Example: gitguard rollback-files --to ckpt_20260814_004 --dry-run
     """
     from gitguard.rollback.rollback_files import pending_count
     from gitguard.rollback.rollback_files import rollback_files as run
 
     guard = ctx.guard
-    result = run(guard, checkpoint_id, dry_run=dry_run)
+    result = run(guard, checkpoint_id, dry_run=dry_run, paths=paths)
 
     def human() -> None:
         verb = "would " if dry_run else ""
@@ -45,9 +53,13 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, as_json: bool) -
             click.echo(f"kept    {path} (only you changed it)")
         for path, why in result.plan.left:
             click.echo(f"left    {path}: {why}")
+        for row in result.to_json()["windowReverted"]:
+            click.echo(f"on window confidence: {row['path']} was {row['callId']}'s only because "
+                       f"it changed while that call ran (after {row['since'] or 'the target'})")
         if result.applied is not None:
-            click.echo(f"safety checkpoint {result.applied.safety.checkpoint_id} "
-                       f"(rollback-files --to it undoes this)")
+            safety = result.applied.safety.checkpoint_id
+            click.echo(f"safety checkpoint {safety} (rollback-files --to it undoes this; "
+                       f"--to {safety} --path P puts back one path)")
         if not (result.restored or result.deleted or result.conflicts):
             click.echo(f"nothing to roll back: the agent's files are as at {checkpoint_id}")
         if result.conflicts:
