@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-LOCK := requirements/lock.txt
+LOCK := requirements-lock.txt
 
 .PHONY: demo test check bench soak clean e2e lock
 
@@ -23,10 +23,10 @@ $(STAMP): pyproject.toml $(LOCK)
 	touch $(STAMP)
 
 # Refresh the lock to the newest versions pyproject.toml's ranges admit (and
-# requirements/lock.in's tools), for every Python the project claims and every platform.
+# requirements-lock.in's tools), for every Python the project claims and every platform.
 lock: $(STAMP)
 	$(BIN)/uv pip compile --quiet --upgrade --universal --python-version 3.11 \
-		--generate-hashes --extra dev -o $(LOCK) pyproject.toml requirements/lock.in
+		--generate-hashes --extra dev -o $(LOCK) pyproject.toml requirements-lock.in
 
 demo: $(STAMP)
 	$(BIN)/gitguard demo

@@ -11,7 +11,7 @@ artifacts  the wheel and sdist built with the lock's tools (make's .venv), each 
            by pip into a fresh venv and by `uv tool install` on another Python, then
            `gitguard init` and `gitguard integrate claude-code` in a new repository
 
-Each newest and floors leg prints what moved against requirements/lock.txt, then runs
+Each newest and floors leg prints what moved against requirements-lock.txt, then runs
 the watcher tests (with the newest pytest and hypothesis added, the runtime left as
 installed), a daemon smoke (init, one call through the daemon, status, daemon status,
 stop: each step killed at 60 s and failed past 20 s) and `gitguard demo`. The legs run
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = ROOT / "requirements" / "lock.txt"
+LOCK = ROOT / "requirements-lock.txt"
 LOCKED_BIN = ROOT / ".venv" / "bin"       # make's venv: the lock's build and uv
 WATCHER_TESTS = ["tests/daemon/test_watcher.py", "tests/daemon/test_watch_limits.py"]
 STEP_KILL_S = 60
