@@ -236,6 +236,13 @@ class CheckpointConflict(Versioned):
     # Every change after the checkpoint, oldest first (empty in a record from before it
     # was kept: then the agent's change is taken as base -> expected, one piece).
     changes: tuple[ConflictChange, ...] = ()
+    # A file an agent call moved (rollback/moves.py): `path` is where it goes back (the
+    # move's source), `moved_to` where it is now, and `moved_to_hash`/`moved_to_mode`
+    # what that destination held before the move (none: it was not there). The changes
+    # run across both paths: the source's up to the move, the destination's after it.
+    moved_to: str | None = None
+    moved_to_hash: str | None = None
+    moved_to_mode: int | None = None
 
 
 class Subagent(Record):

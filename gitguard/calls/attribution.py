@@ -198,6 +198,15 @@ def expectations(tool_input: Mapping[str, Any], declared: Iterable[str],
     return {target: Expectation(present=tuple(present), absent=tuple(absent))}
 
 
+def declares(declared: frozenset[str], path: str) -> bool:
+    """A path a call declared, or one below a declared directory (`mv dir1 dir2` declares
+    the two directories; what it moves is the files below them)."""
+    if path in declared:
+        return True
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in declared for depth in range(1, len(parts)))
+
+
 def is_shell(tool: str) -> bool:
     """A tool that runs shell commands (what it writes is read from its words)."""
     return tool.lower() in _SHELL_TOOLS
@@ -274,7 +283,7 @@ class Tracker:
         # Who could have made this change: the running call that declared the path; else
         # the running shell calls; else (only declared-only calls run, none writes here)
         # nobody but the user.
-        claimants = [w for w in self.windows.values() if event.path in w.declared]
+        claimants = [w for w in self.windows.values() if declares(w.declared, event.path)]
         shared = len(claimants) > 1
         if not claimants:
             claimants = [w for w in self.windows.values() if not w.declared_only]
@@ -321,7 +330,7 @@ class Tracker:
                final: Mapping[str, bytes | None]) -> tuple[str, Confidence]:
         if seen.shared or seen.sessions > 1 or window.background:
             return window.call_id, "ambiguous"
-        if path in window.declared:
+        if declares(window.declared, path):
             expected = window.expected.get(path)
             if expected is not None and not expected.matches(final.get(path)):
                 return window.call_id, "ambiguous"

@@ -344,9 +344,11 @@ def _not_its_own(g: GuardContext, state: journal.LedgerState, entry: ToolLedgerE
     A path the call declared itself always stays its own. Another session's shell call
     in the same window cannot be told apart here: its changes stay in both, and rollback
     sees two owners of one change and makes it a conflict (`timeline.history`)."""
+    from gitguard.calls.attribution import declares
+
     own = frozenset(entry.declared_writes)
     if declared_only:
-        return lambda path: path not in own
+        return lambda path: not declares(own, path)
     others = _declared_by_overlapping(state, entry) | git_moves.committed_by_user(
         g.store, entry.started_at or "")
     others -= own

@@ -2,13 +2,19 @@
 
 A shell call's window claims only what the command can have written: output
 redirections, `tee`, `sed -i`, `rm`/`mkdir`/`touch`/`truncate`/`chmod` operands, `sort -o`,
+`cp`/`mv`/`git mv` operands (a move's source and destination; a copy's destination),
 `git checkout -- PATHS` and `git restore` paths. Those are the call's declared paths (a
 path exactly one open call declared is that call's, and another call's patches leave it
 out), so parallel shell calls each own their own writes, and a file the user saves while
 the command runs stays the user's. A command that writes where nobody can tell from its
-words (a build, an installer, a test runner, a script; `cp`, `mv` and `ln`, whose
-operands may be whole directories) gives None: its window keeps claiming what changed in
-it, on window confidence.
+words (a build, an installer, a test runner, a script; a recursive `cp`, `ln`, a glob
+the shell expands) gives None: its window keeps claiming what changed in it, on window
+confidence.
+
+The words cannot tell whether a `cp`/`mv` destination is a directory: both the
+destination and the source's name inside it are declared (one of them is written).
+`moved_paths` gives the (source, destination) pairs of the moves a line names, so a
+rollback can undo a move as one change of two paths (rollback/moves.py).
 
 Pure and cheap (it runs at every shell call's begin): it uses the classifier's parser,
 never raises, and resolves each target against the directory the line starts in,
@@ -38,14 +44,17 @@ _FIND_ACTIONS = _words("-delete -exec -execdir -ok -okdir -fprint -fprint0 -fpri
 _GIT_READS = _words("status diff log show blame branch rev-parse ls-files grep describe "
                     "shortlog reflog remote config")
 _NULL = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+_GLOB = frozenset("*?[")
+# cp/mv options that take a value, and those that make a backup of what they replace.
+_COPY_VALUES = frozenset({"-t", "--target-directory", "-S", "--suffix"})
 
 
 def written_paths(command: str | list[str], cwd: str) -> tuple[str, ...] | None:
     """Absolute paths of the files the command line can have written (created, changed,
     removed), or None when that cannot be told: an unknown program, or one that may act
-    on a whole directory (a recursive `rm`/`chmod`; `cp`, `mv` and `ln`, whose operands
-    may be directories), whose files no list of names covers. It reads words only, never
-    the disk, so the answer is the same at a call's begin and end."""
+    on a whole directory (a recursive `rm`/`chmod`/`cp`, `ln`), whose files no list of
+    names covers, or a word the shell expands (a glob). It reads words only, never the
+    disk, so the answer is the same at a call's begin and end."""
     parsed = split_commands(command) if isinstance(command, str) else split_argv(command)
     if parsed.unparsable:
         return None
@@ -59,10 +68,38 @@ def written_paths(command: str | list[str], cwd: str) -> tuple[str, ...] | None:
             here = _at(here, cmd.argv[1]) if len(cmd.argv) > 1 else here
             continue
         targets = _targets(cmd)
-        if targets is None:
+        if targets is None or any(_GLOB & set(t) for t in targets):
             return None
         found += [_at(here, t) for t in targets]
     return tuple(dict.fromkeys(found))
+
+
+def moved_paths(command: str | list[str], cwd: str) -> tuple[tuple[str, str], ...]:
+    """The (source, destination) pairs of the files `mv` and `git mv` in the line move,
+    as absolute paths. A destination the words cannot tell from a directory gives two
+    pairs (to it, and to the source's name inside it): the call's patches say which one
+    the move wrote. Empty when the line names no move or cannot be read."""
+    parsed = split_commands(command) if isinstance(command, str) else split_argv(command)
+    if parsed.unparsable:
+        return ()
+    pairs: list[tuple[str, str]] = []
+    here = cwd
+    for cmd in parsed.commands:
+        if not cmd.argv:
+            continue
+        name, args = os.path.basename(cmd.argv[0]), list(cmd.argv[1:])
+        if name == "cd":
+            here = _at(here, args[0]) if args else here
+            continue
+        if name == "git" and args[:1] == ["mv"]:
+            name, args = "mv", args[1:]
+        if name != "mv":
+            continue
+        for source, dests in _copies(args) or ():
+            if _GLOB & set(source) or any(_GLOB & set(d) for d in dests):
+                continue
+            pairs += [(_at(here, source), _at(here, d)) for d in dests]
+    return tuple(dict.fromkeys(pairs))
 
 
 def _at(base: str, path: str) -> str:
@@ -99,6 +136,12 @@ def _targets(cmd: SimpleCommand) -> list[str] | None:
     if any(a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a)
            for a in args) and name in ("rm", "cp", "chmod") or "--recursive" in args:
         return None                     # a whole directory: no list of names covers it
+    if name in ("cp", "mv"):
+        copies = _copies(args)
+        if copies is None:
+            return None
+        moved = [source for source, _ in copies] if name == "mv" else []
+        return moved + [d for _, dests in copies for d in dests]
     if name == "tee":
         return _operands(args)
     if name in ("touch", "mkdir", "rm", "rmdir", "unlink", "truncate", "chmod"):
@@ -110,6 +153,33 @@ def _targets(cmd: SimpleCommand) -> list[str] | None:
     if name == "git" and args:
         return _git_targets(args)
     return None
+
+
+def _copies(args: list[str]) -> list[tuple[str, list[str]]] | None:
+    """Each source of a `cp`/`mv` with the paths it may land on; None when a backup or a
+    link the words cannot place may be written too."""
+    if any(a in ("--link", "--symbolic-link", "--archive") or a.startswith("--backup")
+           or (a.startswith("-") and not a.startswith("--") and set("blsa") & set(a[1:]))
+           for a in args):
+        return None
+    operands = _operands(args, _COPY_VALUES)
+    directory = next((args[i + 1] for i, a in enumerate(args[:-1])
+                      if a in ("-t", "--target-directory")), None)
+    directory = next((a.split("=", 1)[1] for a in args
+                      if a.startswith("--target-directory=")), directory)
+    if directory is not None:
+        return [(s, [os.path.join(directory, os.path.basename(s.rstrip("/")))])
+                for s in operands]
+    if len(operands) < 2:
+        return []                           # an error: nothing is written
+    sources, dest = operands[:-1], operands[-1]
+    whole = "-T" in args or "--no-target-directory" in args
+    into = len(sources) > 1 or dest.endswith("/")
+    found: list[tuple[str, list[str]]] = []
+    for source in sources:
+        inside = os.path.join(dest, os.path.basename(source.rstrip("/")))
+        found.append((source, [dest] if whole else [inside] if into else [dest, inside]))
+    return found
 
 
 def _sed_targets(args: list[str]) -> list[str] | None:
@@ -130,6 +200,12 @@ def _git_targets(args: list[str]) -> list[str] | None:
     sub, rest = args[0], args[1:]
     if sub in _GIT_READS:
         return []
+    if sub == "mv":
+        copies = _copies([a for a in rest if a not in ("-f", "-k", "-v", "--force",
+                                                     "--verbose", "-n", "--dry-run")])
+        if copies is None:
+            return None
+        return [s for s, _ in copies] + [d for _, dests in copies for d in dests]
     if sub in ("checkout", "restore") and "--" in rest:
         return rest[rest.index("--") + 1:]
     if sub == "restore":

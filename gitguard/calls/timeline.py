@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from gitguard.calls.attribution import USER, is_shell
+from gitguard.calls.attribution import USER, declares, is_shell
 from gitguard.calls.delegation import is_delegation
 from gitguard.fileops import FileState
 from gitguard.ledger.replay import never_ran
@@ -66,7 +66,7 @@ class Window:
         if self.background:
             return "ambiguous"
         if self.ended:
-            return "exact" if path in self.declared and not self.shell else "window"
+            return "exact" if declares(self.declared, path) and not self.shell else "window"
         if self.planned is not None and path in self.planned and self.planned[path] == after:
             return "exact"
         return self.unfinished   # it never finished: a user edit since cannot be told apart
@@ -286,7 +286,7 @@ def _change(timeline: Timeline, path: str, start: int, end: int, before: FileSta
         names = ", ".join(w.call_id for w in claiming)
         return Change(before, after, window.call_id, "ambiguous", window.patch_ref, end,
                       why=f"calls {names} ran at once and each may have changed it")
-    if open_windows > 1 and path not in window.declared and not window.coarse:
+    if open_windows > 1 and not declares(window.declared, path) and not window.coarse:
         # Overlapping windows: only a path exactly one open call declared is surely
         # that call's (DESIGN.md, Attribution); a shell's undeclared change beside
         # other work could be anyone's, the user's included.

@@ -380,7 +380,8 @@ def _keep_conflict_blobs(store: Store, repo: pygit2.Repository) -> None:
     """The contents a pending conflict names (agent's, user's, base, and each change's
     before and after, which the three-way view and --merge read) outlive their snapshots."""
     wanted = sorted({str(c[k]) for c in _pending(store)
-                     for k in ("expectedHash", "actualHash", "baseHash") if c.get(k)}
+                     for k in ("expectedHash", "actualHash", "baseHash", "movedToHash")
+                     if c.get(k)}
                     | {str(step[k]) for c in _pending(store) for step in _steps(c)
                        for k in ("beforeHash", "afterHash") if step.get(k)})
     blobs = [oid for oid in wanted if isinstance(repo.get(oid), pygit2.Blob)]

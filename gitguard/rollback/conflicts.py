@@ -70,7 +70,9 @@ def record(store: Store, new: list[CheckpointConflict]) -> list[CheckpointConfli
 
 
 def find(g: GuardContext, path: str) -> CheckpointConflict:
-    items = {c.path: c for c in read(g.store)}
+    """The conflict on `path`: a moved file's is found by its destination too."""
+    conflicts = read(g.store)
+    items = {c.moved_to: c for c in conflicts if c.moved_to} | {c.path: c for c in conflicts}
     if path in items:
         return items[path]
     normal = safe_relpath(g.ws, os.path.abspath(path))
@@ -174,11 +176,13 @@ def three_way(g: GuardContext, conflict: CheckpointConflict) -> ThreeWay:
             return convert.smudge(conflict.path, oid)
         return read_blob(g.snap.repo, oid)
 
-    state = fileops.current_state(g.ws.root, conflict.path)
+    # A moved file is now at its destination (`moved_to`): that is the user's file.
+    where = conflict.moved_to or conflict.path
+    state = fileops.current_state(g.ws.root, where)
     current: bytes | None = None
     real = state if isinstance(state, FileState) else None
     if real is not None:
-        full = g.ws.root / conflict.path
+        full = g.ws.root / where
         current = os.readlink(os.fsencode(full)) if real.mode == LINK else full.read_bytes()
     pieces = tuple(Piece(c, blob(c.before_hash), blob(c.after_hash)) for c in changes)
     agents = [p for p in pieces if p.change.agents]
@@ -207,6 +211,7 @@ def render(view: ThreeWay, full: bool = False) -> bytes:
     head = (f"conflict {c.path}: {c.resolution}\n"
             f"  why: {c.reason or 'changed by someone other than the agent'}\n"
             f"  checkpoint {c.checkpoint_id}, agent call {c.call_id} ({c.agent_patch_ref})\n"
+            f"{_moved_line(c)}"
             f"  base (before {first}) {_oid(view.base)}  agent {c.expected_hash or '(deleted)'}"
             f"  current {view.current_state.oid if view.current_state else '(absent)'}\n")
     out = [head.encode()]
@@ -240,6 +245,14 @@ def render(view: ThreeWay, full: bool = False) -> bytes:
     return b"".join(out)
 
 
+def _moved_line(c: CheckpointConflict) -> str:
+    if not c.moved_to:
+        return ""
+    back = "put back as it was" if c.moved_to_hash else "removed"
+    return (f"  moved: the file is {c.moved_to} now; --merge and --take-checkpoint write it "
+            f"to {c.path} and {c.moved_to} is {back}\n")
+
+
 def _oid(data: bytes | None) -> str:
     return "(absent)" if data is None else str(pygit2.hash(data))[:12]
 
@@ -258,7 +271,8 @@ def merged(g: GuardContext, view: ThreeWay) -> tuple[bytes, int]:
     proved before the next (merge_proof): (content, regions left with markers)."""
     assert view.current is not None
     data, regions = view.current, 0
-    runs = view.runs()
+    # A run that changed no byte (a move, a mode change) has nothing to take out.
+    runs = [run for run in view.runs() if run[1] != run[2]]
     for calls, before, after in reversed(runs):
         who = "+".join(calls)
         # A step's markers are its own: a later step reads an earlier one's as your lines.
@@ -325,13 +339,18 @@ def resolve(g: GuardContext, path: str, how: How) -> Resolved:
             if seen.kind == "dir" and fileops.files_under(g.ws.root, conflict.path):
                 raise GitguardError(f"{conflict.path} is a directory with files in it now",
                                     "move them away, then resolve again; or --keep-user")
-            if target != seen.state:
+            steps = [Step(conflict.path, seen.state, target, conflict.call_id, data)]
+            now = {conflict.path: seen.state}
+            if conflict.moved_to:
+                steps.append(_moved_back(g, conflict, seen.state, how))
+                now[conflict.moved_to] = steps[-1].expected
+            steps = [s for s in steps if s.target != s.expected]
+            if steps:
                 applied = apply(
                     g, state, session_id=session_id, tool_name=TOOL_NAME, id_prefix="resolve",
                     summary=f"conflicts resolve {conflict.path} {FLAGS[how]}",
                     tool_input={"path": conflict.path, "resolution": how},
-                    steps=[Step(conflict.path, seen.state, target, conflict.call_id, data)],
-                    now={conflict.path: seen.state})
+                    steps=steps, now=now)
                 if applied.raced:
                     raise GitguardError(f"{conflict.path} changed while it was being resolved; "
                                         "it was left as it is", "run the command again")
@@ -350,6 +369,27 @@ def resolve(g: GuardContext, path: str, how: How) -> Resolved:
                                   session_id, detail)
         trace_log.emit(g.store, "conflict", "conflict.resolve", session_id=session_id, **detail)
         return Resolved(done, applied, markers)
+
+
+def _moved_back(g: GuardContext, conflict: CheckpointConflict, source: FileState | None,
+                how: How) -> Step:
+    """A moved file's destination step: back to what it held before the move (removed,
+    mostly), once the file (merged or the checkpoint's) is written to the source. Not
+    over a source that is there again: a merge would overwrite someone's new file."""
+    dest = conflict.moved_to
+    assert dest is not None
+    if how == "manual_merge" and source is not None:
+        raise GitguardError(f"{conflict.path} is there again: merging {dest} into it would "
+                            "overwrite it", "move it away, then resolve again; or --keep-user")
+    seen = fileops.observe(g.snap.repo, g.ws.root, dest, store_blobs=True)
+    if seen.kind in ("beyond", "special") or (
+            seen.kind == "dir" and fileops.files_under(g.ws.root, dest)):
+        raise GitguardError(f"{dest} cannot be put back: it is not a regular file now",
+                            "move it away, then resolve again; or --keep-user")
+    back = (FileState(conflict.moved_to_hash, conflict.moved_to_mode or REGULAR)
+            if conflict.moved_to_hash else None)
+    return Step(dest, seen.state, back, conflict.call_id,
+                _worktree_bytes(g, dest, back, None))
 
 
 def _worktree_bytes(g: GuardContext, path: str, target: FileState | None, data: bytes | None

@@ -14,7 +14,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,8 @@ from gitguard.models import (
     RollbackFiles,
 )
 from gitguard.rollback import conflicts
+from gitguard.rollback.moves import Move
+from gitguard.rollback.moves import of_entries as moves_of
 from gitguard.rollback.workspace_writer import (
     Applied,
     Step,
@@ -67,6 +69,8 @@ class Plan:
     # Reverted on uncertain ground: a change a call owns only because it fell inside its
     # window (a command whose writes cannot be read from its words): (path, call, since).
     on_window: list[tuple[str, str, str | None]] = field(default_factory=list)
+    # Files an agent call moved, judged as one change of two paths (moves.py).
+    moves: list[Move] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +90,14 @@ class Result:
     def deleted(self) -> list[str]:
         return self._paths("delete")
 
+    def move_outcome(self, move: Move) -> str:
+        """`reverted` (the file is back at its source), `conflict`, or `unchanged`."""
+        if any(c.path == move.source for c in self.conflicts):
+            return "conflict"
+        steps = self.applied.done if self.applied is not None else self.plan.steps
+        done = {s.path for s in steps}
+        return "reverted" if {move.source, move.dest} & done else "unchanged"
+
     def _paths(self, action: str) -> list[str]:
         steps = self.applied.done if self.applied is not None else self.plan.steps
         return sorted(s.path for s in steps if s.action == action)
@@ -98,6 +110,8 @@ class Result:
             "unchanged": sorted(self.plan.unchanged), "keptUser": sorted(self.plan.kept_user),
             "madeDirs": self.made_dirs,
             "left": [{"path": path, "reason": why} for path, why in self.plan.left],
+            "moves": [{"from": m.source, "to": m.dest, "callId": m.call_id,
+                       "outcome": self.move_outcome(m)} for m in self.plan.moves],
             "windowReverted": [{"path": path, "callId": call, "since": since}
                                for path, call, since in self.plan.on_window
                                if path in self.restored or path in self.deleted],
@@ -144,7 +158,7 @@ def _conflict_change(change: timeline.Change, foreign: Mapping[str, str]) -> Con
 
 
 def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
-           foreign: Mapping[str, str] | None = None) -> None:
+           foreign: Mapping[str, str] | None = None, moves: Iterable[Move] = ()) -> None:
     """Sort every candidate into a step, a conflict, or a path left alone.
 
     A path the agent changed and nobody else touched after the agent's first write goes
@@ -153,10 +167,21 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
 
     `foreign`: calls of other sessions (callId -> session) that ran in this worktree; a
     change of theirs to a candidate makes it a conflict (one session's rollback never
-    reverts another's work)."""
+    reverts another's work).
+
+    `moves`: files agent calls moved; each is judged as one file across its two paths
+    (`decide_move`)."""
     touches = timeline.by_path(records)      # once, not a pass over every record per path
     foreign = foreign or {}
-    for item in items:
+    by_path = {item.path: item for item in items}
+    for move in moves:
+        source, dest = by_path.get(move.source), by_path.get(move.dest)
+        if source is None or dest is None:
+            continue
+        if decide_move(plan, move, source, dest, touches, foreign):
+            plan.moves.append(move)
+            del by_path[move.source], by_path[move.dest]
+    for item in by_path.values():
         agent = item.last_agent_change()
         first = item.first_agent_change()
         if agent is None or first is None:
@@ -187,6 +212,83 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
                        and c.confidence == "window"), None)
         if window is not None:
             plan.on_window.append((item.path, window.owner, window.since))
+
+
+def decide_move(plan: Plan, move: Move, source: PathHistory, dest: PathHistory,
+                touches: Mapping[str, list[Attribution]], foreign: Mapping[str, str]) -> bool:
+    """Judge a moved file as one: back as a move (the source gets its restore target, the
+    destination what it held before the move), or one conflict at the source whose view
+    and --merge read the destination. False: the histories do not show this move (the
+    paths are judged alone)."""
+    gone = next((c for c in reversed(source.changes)
+                 if c.owner == move.call_id and c.after is None), None)
+    made = next((c for c in dest.changes if gone is not None and c.position == gone.position
+                 and c.owner == move.call_id and c.after is not None), None)
+    if gone is None or made is None:
+        return False
+    at = gone.position
+    doubtful = next((c.confidence for c in (gone, made)
+                     if c.confidence in ("ambiguous", "unknown")), None)
+    confidence = doubtful or ("window" if "window" in (gone.confidence, made.confidence)
+                              else made.confidence)
+    joined = replace(made, before=gone.before, confidence=confidence,
+                     why=gone.why or made.why, since=gone.since)
+    earlier = [c for c in source.changes if c.position < at]
+    later = [c for c in dest.changes if c.position > at]
+    # One file: its history through the source up to the move, the destination after.
+    item = PathHistory(move.source, source.base, dest.now, (*earlier, joined, *later))
+    # What the destination held before the move, the agent's earlier writes to it undone.
+    before_dest = [c for c in dest.changes if c.position < at]
+    own = next((c for c in before_dest if c.owner != USER), None)
+    dest_target = own.before if own is not None else made.before
+    first, agent = item.first_agent_change(), item.last_agent_change()
+    assert first is not None and agent is not None
+    records = sorted((r.model_copy(update={"path": move.source}) for r in
+                      (*touches.get(move.source, ()), *touches.get(move.dest, ()))),
+                     key=lambda r: r.at)
+    reason = timeline.foreign_touch(item, plan.checkpoint.created_at, records)
+    if reason is None and source.changes[-1] is not gone:
+        reason = f"{move.source} was written again after {move.call_id} moved it"
+    if reason is None and own is not None and any(
+            c.owner == USER for c in before_dest[before_dest.index(own):]):
+        reason = (f"the user changed {move.dest} after the agent wrote it, before "
+                  f"{move.call_id} moved {move.source} over it")
+    if reason is None:
+        other = next((c.owner for c in item.changes if c.owner in foreign), None)
+        if other is not None:
+            reason = f"{other} of session {foreign[other]} changed it too"
+    reason = _unsafe(item, agent, (item.base, first.before, dest_target), reason)
+    if reason is not None:
+        conflict = conflict_for(item, plan.checkpoint,
+                                f"{move.call_id} moved it to {move.dest}; {reason}",
+                                dest.now, foreign)
+        plan.conflicts.append(conflict.model_copy(update={
+            "moved_to": move.dest, "moved_to_hash": dest_target.oid if dest_target else None,
+            "moved_to_mode": dest_target.mode if dest_target else None}))
+        return True
+    if source.now != first.before:
+        plan.steps.append(Step(move.source, source.now, first.before, agent.owner))
+    if dest.now != dest_target:
+        plan.steps.append(Step(move.dest, dest.now, dest_target, agent.owner))
+    window = next((c for c in item.changes if c.owner != USER and c.confidence == "window"),
+                  None)
+    if window is not None:
+        plan.on_window += [(p, window.owner, window.since) for p in (move.source, move.dest)]
+    return True
+
+
+def _unsafe(item: PathHistory, agent: timeline.Change, states: Iterable[FileState | None],
+            reason: str | None) -> str | None:
+    """The checks decide makes after who touched it: what is there now, submodules, and
+    whether it still holds what the agent last wrote."""
+    if reason is None and item.now == UNKNOWN:
+        reason = "it is neither a file nor a symlink now"
+    if reason is None and any(s is not None and s.mode == GITLINK
+                              for s in (*states, item.now)):
+        reason = "it is a submodule; gitguard does not roll submodules back"
+    if reason is None and item.now != agent.after:
+        reason = f"it differs from what {agent.owner} last wrote"
+    return reason
 
 
 def obstacles(steps: list[Step], observed: Mapping[str, Observed],
@@ -325,6 +427,7 @@ class Facts:
     on_disk: dict[str, FileState] = field(default_factory=dict)
     conversion: filters.Conversion | None = None
     foreign: dict[str, str] = field(default_factory=dict)    # other sessions' calls
+    moves: list[Move] = field(default_factory=list)          # files agent calls moved
 
     def now(self) -> dict[str, FileState | None]:
         """Each path's state now as git stores it (the safety checkpoint's content)."""
@@ -374,7 +477,10 @@ def gather(g: GuardContext, target: Checkpoint, store_blobs: bool,
             if seen.state is not None and clean is not None and clean != seen.state:
                 on_disk[path], now[path] = seen.state, clean
     items = {p: timeline.history(line, p, lookup, now[p]) for p in observed}
-    return Facts(state, observed, items, on_disk, convert, foreign_calls(state, own))
+    ended = [state.entries[w.call_id] for w in line.agent_windows() if w.ended and (
+        own is None or state.entries[w.call_id].session_id in own)]
+    return Facts(state, observed, items, on_disk, convert, foreign_calls(state, own),
+                 moves_of(g.store, str(g.ws.root), ended))
 
 
 def _git_form(convert: filters.Conversion, root: Path, seen: Observed,
@@ -398,8 +504,14 @@ def _git_form(convert: filters.Conversion, root: Path, seen: Observed,
 
 def _narrow(plan: Plan, only: set[str]) -> None:
     """Keep the plan's entries for these paths (and below them) only."""
-    def mine(path: str) -> bool:
+    def chosen(path: str) -> bool:
         return path in only or any(path.startswith(p.rstrip("/") + "/") for p in only)
+
+    # A move goes back whole or not at all: its two paths are one file.
+    joined = {m.source: m.dest for m in plan.moves} | {m.dest: m.source for m in plan.moves}
+
+    def mine(path: str) -> bool:
+        return chosen(path) or (path in joined and chosen(joined[path]))
 
     plan.steps = [s for s in plan.steps if mine(s.path)]
     plan.conflicts = [c for c in plan.conflicts if mine(c.path)]
@@ -407,12 +519,13 @@ def _narrow(plan: Plan, only: set[str]) -> None:
     plan.kept_user = [p for p in plan.kept_user if mine(p)]
     plan.left = [(p, why) for p, why in plan.left if mine(p)]
     plan.on_window = [w for w in plan.on_window if mine(w[0])]
+    plan.moves = [m for m in plan.moves if mine(m.source) or mine(m.dest)]
 
 
 def make_plan(g: GuardContext, target: Checkpoint, facts: Facts) -> Plan:
     plan = Plan(target)
     decide(plan, facts.items.values(), timeline.read_attributions(g.store, facts.items),
-           facts.foreign)
+           facts.foreign, facts.moves)
     under = {s.path: fileops.files_under(g.ws.root, s.path) for s in plan.steps
              if facts.observed[s.path].kind == "dir"}
     blocked = obstacles(plan.steps, facts.observed, under)

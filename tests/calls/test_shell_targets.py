@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitguard.calls.shell_targets import written_paths
+from gitguard.calls.shell_targets import moved_paths, written_paths
 from tests.helpers.commands import gg
 from tests.integrations.test_parallel_and_background import _maybe_daemon, post, pre
 
@@ -32,17 +32,35 @@ S = "0199a3c2-7d41-7b10-9e5f-2b8c4d6e1a37"
     ("sort -o out.txt in.txt", ["out.txt"]),
     ("find . -name '*.py'", []),
     ("bash -c 'echo x > y'", ["y"]),
+    ("mv a b", ["a", "b", "b/a"]),
+    ("mv a b dir/", ["a", "b", "dir/a", "dir/b"]),
+    ("git mv -f a d/", ["a", "d/a"]),
+    ("mv -t d a", ["a", "d/a"]),
+    ("cp a b", ["b", "b/a"]),
+    ("cp /elsewhere/x.txt ./", ["x.txt"]),
 ])
 def test_targets_read_from_the_words(command: str, written: list[str]) -> None:
     assert written_paths(command, "/ws") == tuple(f"/ws/{p}" for p in written)
 
 
 @pytest.mark.parametrize("command", [
-    "npm test", "python setup.py build", "make", "rm -rf build", "cp a b", "mv a b",
-    "find . -delete", "echo 'unclosed", "bash -c 'python gen.py'", "git stash",
+    "npm test", "python setup.py build", "make", "rm -rf build", "cp -r a b", "cp -a a b",
+    "mv -b a b", "ln -s a b", "mv *.txt d/", "rm *.log", "find . -delete", "echo 'unclosed",
+    "bash -c 'python gen.py'", "git stash",
 ])
 def test_commands_whose_writes_cannot_be_read_keep_their_window(command: str) -> None:
     assert written_paths(command, "/ws") is None
+
+
+@pytest.mark.parametrize(("command", "pairs"), [
+    ("mv a b", [("a", "b"), ("a", "b/a")]),
+    ("cd sub && git mv a ../c/", [("sub/a", "c/a")]),
+    ("mv -t d a b", [("a", "d/a"), ("b", "d/b")]),
+    ("cp a b", []),
+    ("mv *.py d/", []),
+])
+def test_moves_read_from_the_words(command: str, pairs: list[tuple[str, str]]) -> None:
+    assert moved_paths(command, "/ws") == tuple((f"/ws/{a}", f"/ws/{b}") for a, b in pairs)
 
 
 def _shell(command: str) -> dict[str, str]:

@@ -47,6 +47,11 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, paths: tuple[str
             click.echo(f"{verb}delete  {path}")
         for c in result.conflicts:
             click.echo(f"conflict {c.path}: {c.reason}")
+        for move in result.plan.moves:
+            outcome = result.move_outcome(move)
+            said = {"reverted": f"{verb}move back", "conflict": "conflict", "unchanged": "as is"}
+            click.echo(f"moved   {move.source} -> {move.dest} by {move.call_id}: "
+                       f"{said[outcome]} (one file, judged across both paths)")
         for path in result.made_dirs:
             click.echo(f"mkdir   {path}/ (it was there before the write this undoes)")
         for path in result.plan.kept_user:
