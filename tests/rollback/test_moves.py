@@ -247,3 +247,28 @@ def test_merge_refuses_when_the_source_is_there_again(repo: Path) -> None:
     assert proc.returncode == 1 and "doc.txt is there again" in proc.stderr
     assert (repo / "doc.txt").read_bytes() == b"a new file of the user's\n"
     assert (repo / "moved.txt").read_bytes() == BASE + b"mine\n"
+
+
+@MODES
+def test_a_moved_directory_goes_back_file_by_file(repo: Path, daemon: bool) -> None:
+    """`mv pkg lib` names two directories: the files below them are the call's, and each
+    moved file is found by its bytes; the user's edit in the moved tree is a conflict."""
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "a.py").write_bytes(b"a = 1\n")
+    (repo / "pkg" / "b.py").write_bytes(b"b = 2\n")
+    git(repo, "add", "pkg")
+    git(repo, "commit", "-qm", "pkg")
+    first = _start(repo)
+    with daemon_if(repo, daemon):
+        guard = Guard.open(repo)
+        _shell(guard, repo, "mv pkg lib")
+        (repo / "lib" / "b.py").write_bytes(b"b = 2\nthe user's = 3\n")
+        done = rollback_files(guard, first)
+        assert {(m.source, m.dest) for m in done.plan.moves} == {("pkg/a.py", "lib/a.py"),
+                                                                 ("pkg/b.py", "lib/b.py")}
+        assert [(c.path, c.moved_to) for c in done.conflicts] == [("pkg/b.py", "lib/b.py")]
+        assert (repo / "pkg" / "a.py").read_bytes() == b"a = 1\n"
+        assert not (repo / "lib" / "a.py").exists()
+        conflicts.resolve(guard, "lib/b.py", "manual_merge")
+        assert (repo / "pkg" / "b.py").read_bytes() == b"b = 2\nthe user's = 3\n"
+        assert not (repo / "lib").exists()
