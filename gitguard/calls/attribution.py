@@ -40,7 +40,10 @@ together with the opening and closing of call windows, to a `Tracker`. The rules
   hours, so every change it could have made is `ambiguous`: its own, never the user's,
   and never something rollback restores without asking.
 * When events were lost (the kernel queue overflowed) or nobody was watching (the
-  daemon was down), a rescan finds the changes; they are `unknown`, owner `user`.
+  daemon was down), a rescan finds the changes; they are `unknown`, owner `user`. One
+  exception: a change the daemon finds at its start to a path exactly one still open
+  call declared is that call's (the hook that began the call started the daemon, which
+  came up while the call ran).
 
 Rollback reverts only call-owned `exact`/`window` changes; `user`, `ambiguous`
 and `unknown` records after a checkpoint make the path a conflict.
@@ -335,6 +338,19 @@ class Tracker:
         verdicts = [Verdict(p, USER, "window", at) for p, at in sorted(self.outside.items())]
         self.outside.clear()
         return verdicts
+
+    def unwatched(self, paths: Iterable[str], at: float) -> list[Verdict]:
+        """Changes made while nobody watched (found when the daemon starts, its windows
+        reopened). A path exactly one open call declared is that call's, as if seen as one
+        write (its input or its command's words name it); every other is `unknown`."""
+        lost: list[str] = []
+        for path in sorted(set(paths)):
+            if sum(path in w.declared for w in self.windows.values()) == 1:
+                self.observe(FsEvent(path, "write", at))
+                self.observe(FsEvent(path, "close", at))
+            else:
+                lost.append(path)
+        return self.lost(lost, at)
 
     def lost(self, paths: Iterable[str], at: float) -> list[Verdict]:
         """Changes a rescan found after events were lost: unknown, whoever made them."""

@@ -141,9 +141,10 @@ class Engine:
         with self.store.writing():
             baselines = self._baselines()
             self.lost = bool(baselines)
+            # Windows first: a change the start finds that an open call declared is its.
+            self._reopen_windows()
             self._full_scan("start", baselines)
             self._unwatched()       # said at once, not at the first call
-            self._reopen_windows()
         self.fanouts.check()
         # What start built lives as long as the daemon: out of the cyclic GC's reach, a
         # full (gen-2) pass, ~1 per 5 snapshots of 100 files, no longer walks it
@@ -363,7 +364,15 @@ class Engine:
             doubtful = set.intersection(*({c.path for c in diff_trees(self.repo, old,
                                                                       result.tree)}
                                           for old in olds))
-            self.persist(self.tracker.lost(doubtful, time.time()))
+            if why == "start":
+                # Changes made before this daemon watched. One an open call declared (a
+                # daemon started by the call's own hook, while the call ran) goes to that
+                # call's window and gets its verdict when the window closes.
+                verdicts = self.tracker.unwatched(doubtful, time.time())
+                self.held |= doubtful - {v.path for v in verdicts}
+            else:
+                verdicts = self.tracker.lost(doubtful, time.time())
+            self.persist(verdicts)
             self.recorded_tree = result.tree
         elif self.recorded_tree is None:
             self.recorded_tree = result.tree
