@@ -89,6 +89,27 @@ def last_agent_writes(entries: Iterable[ToolLedgerEntry]) -> dict[str, AgentWrit
     return latest
 
 
+def written_at_once(entries: Iterable[ToolLedgerEntry]) -> frozenset[str]:
+    """Paths two calls whose windows overlapped both changed, neither the only one that
+    declared it: neither surely made the change (snapshots at call boundaries cannot tell
+    whose it was; `timeline` says the same to rollback)."""
+    spans: dict[str, list[tuple[str, str, bool]]] = {}
+    for entry in entries:
+        if entry.started_at is None or entry.finished_at is None:
+            continue
+        named = frozenset(entry.declared_writes)
+        for patch in entry.file_patches:
+            spans.setdefault(patch.path, []).append(
+                (entry.started_at, entry.finished_at, patch.path in named))
+    shared: set[str] = set()
+    for path, calls in spans.items():
+        for i, (start, end, declared) in enumerate(calls):
+            for start2, end2, declared2 in calls[i + 1:]:
+                if start < end2 and start2 < end and declared == declared2:
+                    shared.add(path)
+    return frozenset(shared)
+
+
 def owner_of(current_hash: str | None, agent: AgentWrite | None) -> tuple[str, Confidence]:
     """Owner and confidence of a path that differs from the baseline."""
     if agent is None or agent.after_hash != current_hash:

@@ -478,8 +478,9 @@ class Engine:
             verdict = by_path.get(path) or _nearest_parent(by_path, path)
             if verdict is not None:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
-                self.held.discard(path)
-            elif path in seen_open or any(parent in seen_open for parent in _parents(path)):
+            # Another open window saw it too: its verdict is owed when that one closes (a
+            # write made while both ran is ambiguous for both, not the last one's).
+            if path in seen_open or any(parent in seen_open for parent in _parents(path)):
                 self.held.add(path)
             else:
                 self.held.discard(path)
