@@ -98,8 +98,9 @@ def test_a_session_no_worktree_knows_is_an_error(three: tuple[Path, Path, Path])
 
 
 def test_cwd_changed_is_routed_by_new_cwd(three: tuple[Path, Path, Path]) -> None:
-    """Claude Code sends CwdChanged with `cwd` possibly still the old directory: the move
-    is recorded where the session arrived, and the old worktree's store is left alone."""
+    """The move is recorded where the session arrived (`new_cwd`; the captured payload's
+    `cwd` is the new directory too, but a `cwd` still naming the old one changes nothing),
+    and the old worktree's store is left alone."""
     repo, sibling, _nested = three
     _send(repo, repo, "SessionStart", source="startup")
     _send(repo, repo, "CwdChanged", old_cwd=str(repo), new_cwd=str(sibling))
@@ -108,3 +109,22 @@ def test_cwd_changed_is_routed_by_new_cwd(three: tuple[Path, Path, Path]) -> Non
         (S, [str(sibling)])]
     here = json.loads(gg(repo, "session", "list", "--json").stdout)
     assert [(s["sessionId"], s["moves"]) for s in here] == [(S, [])]
+
+
+def test_the_captured_cwd_changed_moves_the_session(three: tuple[Path, Path, Path]) -> None:
+    """fixtures/claude_code/cwd_changed.json is what Claude Code 2.1.332 sent after `cd
+    ../wt` (captured by e2e/test_capture_fixtures.py), its paths moved to this test's."""
+    from tests.helpers.hooks import hook_cc, payload
+
+    repo, sibling, _nested = three
+    event = payload("claude_code/cwd_changed.json", repo)
+    event = json.loads(json.dumps(event).replace("/home/user/wt", str(sibling)))
+    assert (event["old_cwd"], event["new_cwd"], event["cwd"]) == (
+        str(repo), str(sibling), str(sibling))
+    assert hook_cc(repo, event, env={"CLAUDE_PROJECT_DIR": str(repo)}) == {}
+    [session] = json.loads(gg(sibling, "session", "list", "--json").stdout)
+    assert session["sessionId"] == event["session_id"]
+    assert [(m["fromDir"], m["toDir"]) for m in session["moves"]] == [
+        (str(repo), str(sibling))]
+    trace = gg(sibling, "trace").stdout
+    assert "session.cwd_changed" in trace
