@@ -1,12 +1,12 @@
 """The hook payloads in fixtures/ are what the real CLIs send.
 
 Every `make e2e` runs a scripted Claude Code session (startup, tools, a failure, Stop,
-SessionEnd, `--resume`, `/compact`) and a Codex one (`exec`, `exec resume`) with
-capture_hook.py in front of gitguard's hook, then checks that each fixture has every
-field the real payload has (values may differ: the unit tests edit them). With
-`GITGUARD_E2E_CAPTURE=1` it rewrites fixtures/claude_code and fixtures/codex from
-the capture, and fixtures/captured_fields.json (every field each real payload had: what
-tests/integrations/test_fixture_fields.py holds the fixtures to).
+SessionEnd, `--resume`, `/compact`, a `cd` into another worktree) and a Codex one
+(`exec`, `exec resume`) with capture_hook.py in front of gitguard's hook, then checks
+that each fixture has every field the real payload has (values may differ: the unit
+tests edit them). With `GITGUARD_E2E_CAPTURE=1` it rewrites fixtures/claude_code and
+fixtures/codex from the capture, and fixtures/captured_fields.json (every field each real
+payload had: what tests/integrations/test_fixture_fields.py holds the fixtures to).
 """
 
 from __future__ import annotations
@@ -93,7 +93,17 @@ def _claude_capture(tmp: Path, capture: Path) -> None:
         failed = harness.claude_turns(repo, [("build it", [{"fail": 500}]),
                                              ("again", [{"text": "done"}])],
                                       lambda _turn: None, "--resume", CLAUDE_SESSION)
-        for run in (first, resumed, compact, failed):   # gitguard answered behind the wrapper
+        # `cd` into another worktree of the project: CwdChanged (old_cwd, new_cwd). The
+        # worktree lies in HOME, so the capture names it /home/user/wt.
+        other = repo.home / "wt"
+        harness.git(repo.root, "worktree", "add", "-q", str(other), "-b", "side",
+                    env=repo.env)
+        moved = harness.claude(repo, "work over there", [
+            _tool("Bash", "toolu_01CdOtherWt6Np", {"command": f"cd {other}",
+                                                     "description": "Enter the worktree"}),
+            {"text": "moved"}], "--add-dir", str(other))
+        assert moved.returncode == 0, moved.stderr[-3000:]
+        for run in (first, resumed, compact, failed, moved):   # gitguard answered too
             assert not run.hook_failures(), run.hook_failures()
         assert repo.hook_errors() == ""
 
@@ -178,6 +188,7 @@ def claude_fixtures(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
         "subagent_stop": _pick(payloads, "SubagentStop"),
         "post_tool_batch": _pick(payloads, "PostToolBatch"),
         "stop_failure": _pick(payloads, "StopFailure"),
+        "cwd_changed": _pick(payloads, "CwdChanged"),
     }
 
 

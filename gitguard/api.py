@@ -324,12 +324,15 @@ class Guard:
         records = attribution_log.latest(self.store)
         windows = self._unsettled_windows(entries)
         blind = {call_id for call_id, _, _ in windows}
+        at_once = attribution.written_at_once(entries)
         result = []
         for change in self.snap.diff(base, tree):
             record = records.get(change.path)
             owner, confidence = attribution.owner_with_records(
                 change.new_oid, writes.get(change.path), record)
-            if owner in blind:
+            if record is None and owner != attribution.USER and change.path in at_once:
+                confidence = "ambiguous"     # two calls ran at once: not the last one's
+            elif owner in blind:
                 confidence = "ambiguous"     # the watcher saw it, but the call never finished
             elif owner == attribution.USER and (record is None or
                                                 record.confidence == "unknown"):

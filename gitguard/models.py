@@ -255,6 +255,15 @@ class Subagent(Record):
     transcript_path: str | None = None      # where its tool results are (SubagentStop)
 
 
+class Move(Record):
+    """The session's working directory changed into this worktree (Claude Code's
+    CwdChanged after `cd`): from where, to where, when."""
+
+    from_dir: str | None = None
+    to_dir: str
+    at: str
+
+
 class Session(Versioned):
     session_id: str
     started_at: str
@@ -264,6 +273,7 @@ class Session(Versioned):
     # and the recovery note see the parent's calls as this session's own history.
     parent_id: str | None = None
     subagents: tuple[Subagent, ...] = ()
+    moves: tuple[Move, ...] = ()            # the session arrived here by `cd` (newest last)
 
     def running_subagents(self) -> frozenset[str]:
         return frozenset(a.agent_id for a in self.subagents if a.ended_at is None)

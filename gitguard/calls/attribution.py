@@ -40,7 +40,10 @@ together with the opening and closing of call windows, to a `Tracker`. The rules
   hours, so every change it could have made is `ambiguous`: its own, never the user's,
   and never something rollback restores without asking.
 * When events were lost (the kernel queue overflowed) or nobody was watching (the
-  daemon was down), a rescan finds the changes; they are `unknown`, owner `user`.
+  daemon was down), a rescan finds the changes; they are `unknown`, owner `user`. One
+  exception: a change the daemon finds at its start to a path exactly one still open
+  call declared is that call's (the hook that began the call started the daemon, which
+  came up while the call ran).
 
 Rollback reverts only call-owned `exact`/`window` changes; `user`, `ambiguous`
 and `unknown` records after a checkpoint make the path a conflict.
@@ -84,6 +87,27 @@ def last_agent_writes(entries: Iterable[ToolLedgerEntry]) -> dict[str, AgentWrit
             latest[patch.path] = AgentWrite(entry.call_id, patch.after_hash,
                                             patch.path in named, patch.created_at)
     return latest
+
+
+def written_at_once(entries: Iterable[ToolLedgerEntry]) -> frozenset[str]:
+    """Paths two calls whose windows overlapped both changed, neither the only one that
+    declared it: neither surely made the change (snapshots at call boundaries cannot tell
+    whose it was; `timeline` says the same to rollback)."""
+    spans: dict[str, list[tuple[str, str, bool]]] = {}
+    for entry in entries:
+        if entry.started_at is None or entry.finished_at is None:
+            continue
+        named = frozenset(entry.declared_writes)
+        for patch in entry.file_patches:
+            spans.setdefault(patch.path, []).append(
+                (entry.started_at, entry.finished_at, patch.path in named))
+    shared: set[str] = set()
+    for path, calls in spans.items():
+        for i, (start, end, declared) in enumerate(calls):
+            for start2, end2, declared2 in calls[i + 1:]:
+                if start < end2 and start2 < end and declared == declared2:
+                    shared.add(path)
+    return frozenset(shared)
 
 
 def owner_of(current_hash: str | None, agent: AgentWrite | None) -> tuple[str, Confidence]:
@@ -344,6 +368,19 @@ class Tracker:
         verdicts = [Verdict(p, USER, "window", at) for p, at in sorted(self.outside.items())]
         self.outside.clear()
         return verdicts
+
+    def unwatched(self, paths: Iterable[str], at: float) -> list[Verdict]:
+        """Changes made while nobody watched (found when the daemon starts, its windows
+        reopened). A path exactly one open call declared is that call's, as if seen as one
+        write (its input or its command's words name it); every other is `unknown`."""
+        lost: list[str] = []
+        for path in sorted(set(paths)):
+            if sum(path in w.declared for w in self.windows.values()) == 1:
+                self.observe(FsEvent(path, "write", at))
+                self.observe(FsEvent(path, "close", at))
+            else:
+                lost.append(path)
+        return self.lost(lost, at)
 
     def lost(self, paths: Iterable[str], at: float) -> list[Verdict]:
         """Changes a rescan found after events were lost: unknown, whoever made them."""

@@ -141,9 +141,10 @@ class Engine:
         with self.store.writing():
             baselines = self._baselines()
             self.lost = bool(baselines)
+            # Windows first: a change the start finds that an open call declared is its.
+            self._reopen_windows()
             self._full_scan("start", baselines)
             self._unwatched()       # said at once, not at the first call
-            self._reopen_windows()
         self.fanouts.check()
         # What start built lives as long as the daemon: out of the cyclic GC's reach, a
         # full (gen-2) pass, ~1 per 5 snapshots of 100 files, no longer walks it
@@ -363,7 +364,15 @@ class Engine:
             doubtful = set.intersection(*({c.path for c in diff_trees(self.repo, old,
                                                                       result.tree)}
                                           for old in olds))
-            self.persist(self.tracker.lost(doubtful, time.time()))
+            if why == "start":
+                # Changes made before this daemon watched. One an open call declared (a
+                # daemon started by the call's own hook, while the call ran) goes to that
+                # call's window and gets its verdict when the window closes.
+                verdicts = self.tracker.unwatched(doubtful, time.time())
+                self.held |= doubtful - {v.path for v in verdicts}
+            else:
+                verdicts = self.tracker.lost(doubtful, time.time())
+            self.persist(verdicts)
             self.recorded_tree = result.tree
         elif self.recorded_tree is None:
             self.recorded_tree = result.tree
@@ -469,8 +478,9 @@ class Engine:
             verdict = by_path.get(path) or _nearest_parent(by_path, path)
             if verdict is not None:
                 kept.append(Verdict(path, verdict.owner, verdict.confidence, verdict.at))
-                self.held.discard(path)
-            elif path in seen_open or any(parent in seen_open for parent in _parents(path)):
+            # Another open window saw it too: its verdict is owed when that one closes (a
+            # write made while both ran is ambiguous for both, not the last one's).
+            if path in seen_open or any(parent in seen_open for parent in _parents(path)):
                 self.held.add(path)
             else:
                 self.held.discard(path)

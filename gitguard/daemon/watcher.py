@@ -332,6 +332,11 @@ class WatchdogSource:
             self._put(kind, src, now, directory)
 
     def _put(self, kind: EventKind, path: bytes, at: float, directory: bool) -> None:
+        if path.endswith(b"/.git") and kind in ("create", "move_to") \
+                and path.startswith(self.filter.prefix):
+            # A repository or linked worktree appeared in a directory (`git worktree add
+            # .claude/worktrees/x`): from now on what happens in it is its own.
+            self.drop.forget(path[len(self.filter.prefix):-len(b"/.git")])
         rel = self.filter.relative(path)
         if rel is None or self.drop.below(rel):
             return
@@ -385,7 +390,12 @@ class IgnoredTrees:
     writes tens of thousands of files). The ignored directory's own event is kept: the
     worker decides about it, as about any path. Which directories are ignored is asked
     once per directory (git's rules, through `IgnoredDirs`) and remembered until the
-    rules change."""
+    rules change.
+
+    A directory holding a `.git` (a nested repository, or a linked worktree nested in
+    this one: Claude Code's `.claude/worktrees/NAME`) is dropped the same way: it is its
+    own workspace, which no snapshot of this one holds (`tree_build`, git status) and
+    whose changes are no call's or user's here."""
 
     def __init__(self, prefix: bytes, ignored: Callable[[bytes], bool]) -> None:
         self.prefix = prefix
@@ -398,8 +408,13 @@ class IgnoredTrees:
             refresh()
         self.memo = {}
 
+    def forget(self, directory: bytes) -> None:
+        """`directory` changed kind (a `.git` appeared in it): ask about it again."""
+        self.memo.pop(directory, None)
+
     def below(self, rel: bytes) -> bool:
-        """Whether `rel` lies inside an ignored directory (strictly below it)."""
+        """Whether `rel` lies inside an ignored directory or a nested repository (strictly
+        below it)."""
         end = rel.find(b"/")
         while end != -1:
             directory = rel[:end]
@@ -407,7 +422,9 @@ class IgnoredTrees:
             if known is None:
                 if len(self.memo) > 100_000:
                     self.memo = {}
-                known = self.memo[directory] = bool(self.ignored(self.prefix + directory))
+                full = self.prefix + directory
+                known = self.memo[directory] = (bool(self.ignored(full))
+                                                or os.path.lexists(full + b"/.git"))
             if known:
                 return True
             end = rel.find(b"/", end + 1)

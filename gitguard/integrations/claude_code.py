@@ -24,6 +24,8 @@ never with a blocked tool.
 | StopFailure                | (`dangling.py`; a running subagent's calls stay open),    |
 |                            | then a post checkpoint referencing `transcript_path`;     |
 |                            | StopFailure (the model API failed) records its `error`    |
+| CwdChanged                 | routed by `new_cwd`: the session is opened in the         |
+|                            | worktree it entered, the move kept in its lineage there   |
 | SubagentStart              | the subagent is running: its calls carry its `agent_id`   |
 | SubagentStop               | the subagent's open calls are closed, their results read  |
 |                            | from `agent_transcript_path`                              |
@@ -408,6 +410,21 @@ def _subagent_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     return {}
 
 
+def _cwd_changed(guard: Guard, payload: Mapping[str, Any]) -> Answer:
+    """The session's working directory changed (`cd`; Claude Code's CwdChanged, routed by
+    its `new_cwd`): the session is opened in the worktree it entered, and the move kept in
+    its lineage there, so `status --session` shows where it went."""
+    session_id, new = session_of(payload), payload.get("new_cwd")
+    if session_id is None or not isinstance(new, str) or not new:
+        return {}
+    old = payload.get("old_cwd")
+    with guard.store.writing():
+        sessions.moved_in(guard.store, session_id, old if isinstance(old, str) else None, new)
+        trace_log.emit(guard.store, "session", "session.cwd_changed", session_id=session_id,
+                       old=old if isinstance(old, str) else None, new=new)
+    return {}
+
+
 def _tool_batch(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     """Claude Code's PostToolBatch lists every call of a batch with its response: each one
     still open ends here, and one that had no Pre/PostToolUse at all is ledgered now."""
@@ -462,6 +479,7 @@ _HANDLERS: dict[str, Callable[[Guard, Mapping[str, Any]], Answer]] = {
     "SubagentStart": _subagent_start,
     "SubagentStop": _turn_end("subagent-stop"),
     "PostToolBatch": _tool_batch,
+    "CwdChanged": _cwd_changed,
     "Interrupt": _turn_end("interrupt", every_call=True),
     "SessionEnd": _turn_end("session-end", end_session=True, every_call=True),
 }

@@ -28,7 +28,7 @@ EVENTS: dict[str, str | None] = {
     "SessionStart": None, "UserPromptSubmit": None, "PreToolUse": "*", "PostToolUse": "*",
     "PostToolUseFailure": "*", "PermissionDenied": "*", "PostToolBatch": None,
     "SubagentStart": None, "SubagentStop": None, "Stop": None, "StopFailure": None,
-    "SessionEnd": None,
+    "CwdChanged": None, "SessionEnd": None,
 }
 TIMEOUT_S = 30
 

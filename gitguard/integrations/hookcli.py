@@ -112,11 +112,19 @@ def _guard_for(ctx: GuardHolder, payload: dict[str, Any]) -> Any:
 
 def event_dir(payload: dict[str, Any]) -> str | None:
     """`_guard_for`'s directory (also where the early scan of a fresh hook process runs)."""
-    for candidate in (_declared_dir(payload), payload.get("cwd"),
+    for candidate in (_declared_dir(payload), _new_cwd(payload), payload.get("cwd"),
                       os.environ.get("CLAUDE_PROJECT_DIR")):
         if isinstance(candidate, str) and candidate and Path(candidate).is_dir():
             return candidate
     return None
+
+
+def _new_cwd(payload: dict[str, Any]) -> str | None:
+    """CwdChanged (after `cd`) acts where the session went: its `new_cwd`."""
+    if payload.get("hook_event_name") != "CwdChanged":
+        return None
+    found = payload.get("new_cwd")
+    return found if isinstance(found, str) else None
 
 
 def _declared_dir(payload: dict[str, Any]) -> str | None:

@@ -13,7 +13,7 @@ import os
 
 from gitguard import clock
 from gitguard.errors import GitguardError, UnknownId
-from gitguard.models import Session, Subagent
+from gitguard.models import Move, Session, Subagent
 from gitguard.storage import durable
 from gitguard.storage.store import Store
 
@@ -103,6 +103,19 @@ def subagent_stopped(store: Store, session_id: str, agent_id: str,
     known[agent_id] = agent.model_copy(update={"ended_at": clock.stamp(),
                                                "transcript_path": transcript_path})
     return _updated(store, session, tuple(known.values()))
+
+
+def moved_in(store: Store, session_id: str, from_dir: str | None, to_dir: str) -> Session:
+    """The session's working directory changed into this worktree (CwdChanged): the
+    session is opened here and the move kept (its newest MAX_MOVES). Under the store lock."""
+    session = start(store, session_id)
+    move = Move(from_dir=from_dir, to_dir=to_dir, at=clock.stamp())
+    changed = session.model_copy(update={"moves": (*session.moves, move)[-MAX_MOVES:]})
+    durable.append_jsonl(store.sessions_path, [changed.to_json()])
+    return changed
+
+
+MAX_MOVES = 64
 
 
 def _updated(store: Store, session: Session, subagents: tuple[Subagent, ...]) -> Session:

@@ -561,3 +561,21 @@ def test_client_context_restores_the_environment_byte_for_byte(
         assert os.environb[b"GG_ODD"] == b"caf\xe9"
         os.environ["GG_SET_BY_THE_REQUEST"] = "gone after"
     assert dict(os.environb) == before
+
+
+def test_a_daemon_started_while_a_call_runs_gives_it_what_it_declared(repo: Path) -> None:
+    """A hook that finds no daemon begins the call in-process and starts one, which comes
+    up while the call runs (the first event in a fresh worktree: Claude Code's
+    `.claude/worktrees/agent-...`). What the call declared and wrote meanwhile is its own;
+    anything else changed while nobody watched stays `unknown`, the user's."""
+    begun = json.loads(gg(repo, "call", "begin", "--tool", "Bash", "--input",
+                          '{"command": "echo made > made.txt"}', "--writes", "made.txt",
+                          "--json").stdout)
+    (repo / "made.txt").write_text("made\n")
+    (repo / "other.txt").write_text("nobody declared this\n")
+    with running_daemon(repo):
+        gg(repo, "call", "end", begun["callId"], "--status", "succeeded")
+        request(repo, "flush")
+        found = owners(repo)
+        assert found["made.txt"] == (begun["callId"], "window"), found
+        assert found["other.txt"] == ("user", "unknown"), found

@@ -172,3 +172,31 @@ def test_what_happens_below_an_ignored_directory_never_reaches_the_queue(repo: P
         assert source.unwatched() == {}
     finally:
         source.stop()
+
+
+def test_a_nested_worktree_is_its_own_workspace(repo: Path) -> None:
+    """Claude Code's `.claude/worktrees/NAME` (and a subagent's `isolation: "worktree"`) is
+    a linked worktree inside this one: what happens in it never reaches this workspace's
+    queue, nor does anything in a repository made in a directory already seen."""
+    store = repo / ".git" / "gitguard"
+    store.mkdir()
+    sink: queue.SimpleQueue[Raw] = queue.SimpleQueue()
+    source = WatchdogSource(repo, store, sink, ignored=IgnoredDirs(repo, repo))
+    source.start()
+    try:
+        (repo / "later").mkdir()
+        (repo / "later" / "before.txt").write_text("still this workspace's\n")
+        assert b"later/before.txt" in {r.path for r in until_barrier(sink, source, 1)}
+        nested = repo / ".claude" / "worktrees" / "agent-a1"
+        git(repo, "worktree", "add", "-q", str(nested), "-b", "agent-a1")
+        (nested / "sub.txt").write_text("the subagent's\n")
+        (nested / "src" / "app.py").write_text("changed there\n")
+        git(repo / "later", "init", "-q")
+        (repo / "later" / "after.txt").write_text("the nested repository's\n")
+        (repo / "mine.txt").write_text("the user's, here\n")
+        paths = {r.path for r in until_barrier(sink, source, 2)}
+        assert b"mine.txt" in paths
+        assert not any(p.startswith(b".claude/worktrees/agent-a1/") for p in paths), paths
+        assert b"later/after.txt" not in paths, paths
+    finally:
+        source.stop()

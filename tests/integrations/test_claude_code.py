@@ -17,7 +17,7 @@ from tests.helpers.paths import FIXTURES
 
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PermissionDenied", "PostToolBatch", "SubagentStart", "SubagentStop", "Stop",
-          "StopFailure", "SessionEnd"}
+          "StopFailure", "CwdChanged", "SessionEnd"}
 SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"
 
 

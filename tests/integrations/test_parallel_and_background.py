@@ -224,3 +224,34 @@ def test_a_path_both_sessions_changed_is_a_conflict(repo: Path, daemon: bool) ->
     assert result["deleted"] == [] and result["restored"] == []
     assert [c["path"] for c in result["conflicts"]] == ["shared.txt"]
     assert "session" in result["conflicts"][0]["reason"]
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["no-daemon", "daemon"])
+def test_a_write_while_two_scripts_ran_is_ambiguous_for_both(repo: Path, daemon: bool) -> None:
+    """Two sessions' scripts (no words say what they write) overlap: what changed while
+    both ran is neither's alone, so it is ambiguous, never "the last one's"; what each
+    wrote alone is its own, and each session's rollback reverts only that."""
+    gg(repo, "init")
+    with _maybe_daemon(repo, daemon):
+        for session in (S1, S2):
+            hook(repo, session, "SessionStart", source="startup")
+            gg(repo, "checkpoint", "--kind", "manual", env={"GITGUARD_SESSION": session})
+        one, two = {"command": "python3 gen_one.py"}, {"command": "python3 gen_two.py"}
+        response = {"stdout": "", "stderr": "", "interrupted": False, "isImage": False}
+        pre(repo, S1, "toolu_one", "Bash", one)
+        (repo / "first.txt").write_text("only the first script ran\n")
+        pre(repo, S2, "toolu_two", "Bash", two)
+        (repo / "both.txt").write_text("while both ran\n")
+        post(repo, S1, "toolu_one", "Bash", one, response)
+        (repo / "second.txt").write_text("only the second script ran\n")
+        post(repo, S2, "toolu_two", "Bash", two, response)
+        seen = owners(repo)
+        plans = {s: plan(repo, first_checkpoint(repo, s)) for s in (S1, S2)}
+    assert seen["first.txt"] == ("toolu_one", "window"), seen
+    assert seen["second.txt"] == ("toolu_two", "window"), seen
+    assert seen["both.txt"][1] == "ambiguous", seen
+    assert plans[S1]["deleted"] == ["first.txt"], plans[S1]
+    assert plans[S2]["deleted"] == ["second.txt"], plans[S2]
+    for found in plans.values():
+        assert [c["path"] for c in found["conflicts"]] == ["both.txt"], found
+        assert found["restored"] == [], found

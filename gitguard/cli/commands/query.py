@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
+from typing import Any
 
 import click
 
@@ -12,12 +14,20 @@ from gitguard.integrations import reach
 from gitguard.integrations.pushcheck import HIDDEN_PREFIX
 from gitguard.ledger import git_moves
 
+SESSION_HELP = ("Also this agent session in every worktree of the repository it "
+                "touched (a session followed across `cd`, `claude --worktree` and nested "
+                "`.claude/worktrees`).")
+
 
 @click.command()
+@click.option("--session", "session_id", metavar="ID", help=SESSION_HELP)
 @json_option
 @pass_ctx
-def status(ctx: Ctx, as_json: bool) -> None:
+def status(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
     """HEAD, branch, session, and each changed path with its owner and confidence.
+
+    With --session ID, also each worktree the session touched: its calls there and the
+    changed paths its calls own (JSON: `sessionWorktrees`).
 
     Example: gitguard status --json
     """
@@ -28,6 +38,9 @@ def status(ctx: Ctx, as_json: bool) -> None:
     warning = _push_guard_warning(ctx)
     value["warnings"] = [warning] if warning else []
     value["agents"] = reach.report(ctx.guard.ws)
+    touched = _session_worktrees(ctx, session_id, with_status=True) if session_id else []
+    if session_id:
+        value["sessionWorktrees"] = [t.to_json() for t in touched]
 
     def human() -> None:
         if warning:
@@ -68,23 +81,117 @@ def status(ctx: Ctx, as_json: bool) -> None:
             click.echo(f"  git {git_moves.describe_move(move)}")
         for commit in (value["gitEvents"] or {}).get("commits", [])[-5:]:
             click.echo("\n".join("  " + line for line in git_moves.describe_commit(commit)))
+        if session_id:
+            click.echo(f"session {session_id} in {len(touched)} worktree(s):")
+        for t in touched:
+            t.describe()
 
     emit(value, as_json, human)
 
 
+@dataclass
+class Touched:
+    """One worktree an agent session touched: its calls there, and (status) what they own."""
+
+    root: str
+    branch: str | None
+    current: bool
+    entries: list[Any]
+    session: Any
+    dirty: list[Any] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for e in self.entries:
+            counts[e.status] = counts.get(e.status, 0) + 1
+        return {"worktree": self.root, "branch": self.branch, "current": self.current,
+                "calls": len(self.entries), "byStatus": counts,
+                "callIds": [e.call_id for e in self.entries],
+                "startedAt": self.session.started_at if self.session else None,
+                "endedAt": self.session.ended_at if self.session else None,
+                "subagents": [a.to_json() for a in self.session.subagents]
+                if self.session else [],
+                "moves": [m.to_json() for m in self.session.moves] if self.session else [],
+                "dirty": [d.to_json() for d in self.dirty]}
+
+    def describe(self) -> None:
+        here = " (here)" if self.current else ""
+        click.echo(f"  {self.root}{here} on {self.branch or '(detached)'}: "
+                   f"{len(self.entries)} call(s)")
+        for move in self.session.moves if self.session else ():
+            click.echo(f"    arrived by cd from {move.from_dir or '?'} at {move.at}")
+        for d in self.dirty:
+            click.echo(f"    {d.change} {d.path}  by {owner_words(d.owner, d.confidence)}")
+
+
+def _session_worktrees(ctx: Ctx, session_id: str, with_status: bool = False) -> list[Touched]:
+    """Every worktree of the repository whose store knows `session_id` (a call of it, or
+    the session itself): this one's through ctx.guard, the others opened here. An id no
+    worktree knows is an error."""
+    from gitguard import worktrees
+    from gitguard.api import Guard
+    from gitguard.errors import UnknownId
+    from gitguard.workspace import discover
+
+    here = ctx.guard
+    found: list[Touched] = []
+    for root in worktrees.of_repository(here.ws):
+        if root == here.ws.root:
+            guard = here
+        else:
+            try:
+                ws = discover(root)
+            except GitguardError:
+                continue
+            if ws.root != root or not (ws.store_dir / "store.json").is_file():
+                continue        # no store: gitguard never acted there
+            guard = Guard(ws)
+        entries = [e for e in guard.ledger() if e.session_id == session_id]
+        session = next((s for s in guard.sessions() if s.session_id == session_id), None)
+        if not entries and session is None:
+            continue
+        dirty = []
+        branch = None
+        if with_status:
+            found_status = guard.status()
+            own = {e.call_id for e in entries}
+            dirty = [d for d in found_status.dirty if d.owner in own]
+            branch = found_status.branch
+        else:
+            branch = guard.snap.head_info()[1]
+        found.append(Touched(str(root), branch, guard is here, entries, session, dirty))
+    if not found:
+        raise UnknownId(f"no worktree of this repository knows session {session_id!r}",
+                        "list sessions with `gitguard session list` (in each worktree)")
+    return found
+
+
 @click.command()
+@click.option("--session", "session_id", metavar="ID",
+              help="Only this agent session's calls, from every worktree of the repository "
+                   "it touched (JSON: each entry gains `worktree`).")
 @json_option
 @pass_ctx
-def ledger(ctx: Ctx, as_json: bool) -> None:
+def ledger(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
     """The tool ledger: the current state of every call.  Example: gitguard ledger --json"""
-    entries = ctx.guard.ledger()
+    rows: list[tuple[str | None, Any]]
+    if session_id:
+        touched = _session_worktrees(ctx, session_id)
+        rows = [(t.root, e) for t in touched for e in t.entries]
+    else:
+        rows = [(None, e) for e in ctx.guard.ledger()]
 
     def human() -> None:
-        for e in entries:
+        shown = None
+        for root, e in rows:
+            if root is not None and root != shown:
+                click.echo(f"# {root}")
+                shown = root
             click.echo(f"{e.call_id:<10} {e.status:<10} {e.tool_name:<14} {e.idempotency:<15} "
                        f"{e.replay_policy:<6} {e.summary[:60]}")
 
-    emit([e.to_json() for e in entries], as_json, human)
+    emit([e.to_json() if root is None else {**e.to_json(), "worktree": root}
+          for root, e in rows], as_json, human)
 
 
 @click.command()
