@@ -356,6 +356,14 @@ def _codex_config(repo: Repo) -> None:
         'trust_level = "trusted"\n')
 
 
+def codex_model(repo: Repo, model: str, extra: str = "") -> None:
+    """Codex offers other tools per model: `gpt-5-codex` gets the multi-agent tools
+    (`spawn_agent`, `wait_agent`, ...). `extra` is appended to config.toml as it is."""
+    config = repo.home / ".codex" / "config.toml"
+    text = config.read_text().replace('model = "gpt-5.5"\n', f'model = "{model}"\n', 1)
+    config.write_text(text + extra)
+
+
 def codex_argv(prompt: str, *extra: str, resume: str | None = None,
                trust_hooks: bool = True) -> list[str]:
     """`codex exec`; with `trust_hooks`, the project's hooks run as if trusted in `/hooks`."""
