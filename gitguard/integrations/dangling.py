@@ -129,6 +129,11 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
     unsure: dict[str, str] = {}
     for entry in calls_open:
         result = results.get(entry.call_id)
+        if result is not None and result.finished and \
+                not lifecycle.owns_declared_only(guard, entry):
+            # Its output may be in the rollout before its PostToolUse comes (parallel
+            # calls): for a call whose window claims what changed in it, no evidence.
+            result = None
         why = denial(result.text) if result is not None and not result.interrupted else None
         if why is not None:
             try:
@@ -136,8 +141,7 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
             except IllegalTransition:
                 continue                    # ended meanwhile by a late PostToolUse
             failed.append(entry.call_id)
-        elif result is not None and result.finished and \
-                lifecycle.owns_declared_only(guard, entry):
+        elif result is not None and result.finished:
             try:
                 guard.end_call(entry.call_id, "failed" if result.is_error else "succeeded",
                                result.text)

@@ -159,3 +159,24 @@ def test_a_command_that_writes_anywhere_still_ends_uncertain_without_post_tool_u
     entry = _ledger(repo)["call_build"]
     assert entry["status"] == "uncertain", entry
     assert "call_build" in answer.get("systemMessage", ""), answer
+
+
+def test_a_commands_output_in_the_rollout_before_its_post_tool_use_leaves_it_open(
+        repo: Path, tmp_path: Path) -> None:
+    """Parallel calls: a command's output may be in the rollout when the next call's
+    PreToolUse comes and its own PostToolUse has not yet. It stays open, and its
+    PostToolUse ends it."""
+    gg(repo, "init", "--no-daemon")
+    rollout = tmp_path / "rollout-subagent.jsonl"
+    rollout.write_text("")
+    build = {"command": "make build"}
+    sub = {"transcript_path": str(rollout)}
+    _hook(repo, "subagent_start")
+    _hook(repo, "pre_tool_use_subagent_shell_patch", tool_use_id="call_build",
+          tool_input=build, **sub)
+    _rollout(rollout, "call_build", "Process exited with code 0\nOutput:\n")
+    _hook(repo, "pre_tool_use_subagent_bash", **sub)
+    assert _ledger(repo)["call_build"]["status"] == "started"
+    _hook(repo, "post_tool_use_subagent_bash", tool_use_id="call_build", tool_input=build,
+          tool_response="built\n", **sub)
+    assert _ledger(repo)["call_build"]["status"] == "succeeded"
