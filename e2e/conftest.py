@@ -54,6 +54,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     tr = terminalreporter
     tr.section("gitguard hook latency (Claude Code hook_started -> hook_response)")
+    tr.write_line("`codex EVENT` rows: timed around the hook command (codex exec prints no "
+                  "hook events), without Codex's own spawn of it")
     # figures under load say little without the load: 2 cores shared with other work
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     tr.write_line(f"{os.cpu_count()} cores, load average {load} (1/5/15 min) at the end")

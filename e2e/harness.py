@@ -129,6 +129,7 @@ def make_repo(tmp: Path, server: Server, *, daemon: bool, agents: Iterable[str] 
         repo.gitguard("integrate", agent)
     if "codex" in agents:
         _codex_config(repo)
+        _time_codex_hooks(repo)
     if capture is not None:
         _wrap_for_capture(repo, agents, capture)
     return repo
@@ -224,6 +225,7 @@ class Live:
     threads: tuple[threading.Thread, threading.Thread]
     err: list[str]
     mode: str
+    hook_log: Path | None = None     # Codex's hook times (`_time_codex_hooks`)
 
     def finish(self, timeout: float = 180) -> Run:
         try:
@@ -236,6 +238,8 @@ class Live:
         self.run.returncode = self.proc.returncode
         self.run.stderr = "".join(self.err)
         HOOK_LATENCY.extend((self.mode, ev, ms) for ev, ms in self.run.hook_latencies())
+        if self.hook_log is not None:
+            HOOK_LATENCY.extend((self.mode, ev, ms) for ev, ms in codex_hook_times(self.hook_log))
         return self.run
 
 
@@ -262,7 +266,8 @@ def start(repo: Repo, argv: list[str]) -> Live:
     t_out = threading.Thread(target=read_out, daemon=True)
     t_err.start()
     t_out.start()
-    return Live(run, proc, (t_out, t_err), err, repo.mode)
+    log = repo.home / CODEX_HOOK_LOG
+    return Live(run, proc, (t_out, t_err), err, repo.mode, log if log.exists() else None)
 
 
 def _spawn(repo: Repo, argv: list[str], *, until: Callable[[], bool] | None,
@@ -354,6 +359,58 @@ def _codex_config(repo: Repo) -> None:
         'stream_max_retries = 0\n'
         f'[projects."{repo.root}"]\n'
         'trust_level = "trusted"\n')
+
+
+# `codex exec --json` prints no hook events, so Codex's hook latency is timed around the
+# hook command itself: the wrapper stamps the clock before and after it (the command runs
+# under one more `sh`), which leaves out Codex's own spawn of the wrapper.
+CODEX_HOOK_LOG = "codex-hook-times.log"
+TIME_HOOK = """#!/bin/sh
+# time-hook LOG EVENT -- COMMAND: run COMMAND (stdin, stdout and exit code passed through)
+log=$1; event=$2; shift 3
+start=$(date +%s%N)
+sh -c "$1"
+code=$?
+echo "$event $start $(date +%s%N)" >> "$log"
+exit $code
+"""
+
+
+def _time_codex_hooks(repo: Repo) -> None:
+    """Put the timing wrapper in front of every command in `.codex/hooks.json`."""
+    wrapper = repo.home / "time-hook"
+    wrapper.write_text(TIME_HOOK)
+    wrapper.chmod(0o755)
+    log = repo.home / CODEX_HOOK_LOG
+    log.touch()
+    path = repo.root / ".codex" / "hooks.json"
+    data = json.loads(path.read_text())
+    for event, groups in data["hooks"].items():
+        for group in groups:
+            for hook in group["hooks"]:
+                hook["command"] = " ".join([shlex.quote(str(wrapper)), shlex.quote(str(log)),
+                                            event, "--", shlex.quote(hook["command"])])
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def codex_hook_times(log: Path) -> list[tuple[str, float]]:
+    """("codex EVENT", ms) for each hook the wrapper timed since the last call (the log is
+    emptied)."""
+    lines = log.read_text().splitlines()
+    log.write_text("")
+    found = []
+    for line in lines:
+        event, start, end = line.split()
+        found.append((f"codex {event}", (int(end) - int(start)) / 1e6))
+    return found
+
+
+def codex_model(repo: Repo, model: str, extra: str = "") -> None:
+    """Codex offers other tools per model: `gpt-5-codex` gets the multi-agent tools
+    (`spawn_agent`, `wait_agent`, ...). `extra` is appended to config.toml as it is."""
+    config = repo.home / ".codex" / "config.toml"
+    text = config.read_text().replace('model = "gpt-5.5"\n', f'model = "{model}"\n', 1)
+    config.write_text(text + extra)
 
 
 def codex_argv(prompt: str, *extra: str, resume: str | None = None,

@@ -12,7 +12,11 @@ tool results that came after it, and answer with that step. A step is `{"text": 
 calls in one turn; a tool may fix its call `id`). `"pause": NAME` in a step holds the
 reply until the test releases it (the user edits files while the model "thinks"). A
 step may be `{"if_last_result_contains": S, "then": STEP, "else": STEP}`, decided by
-the last tool result's content. Past the end of the script the model says `done`.
+the last tool result's content. A string `"$last_result.KEY"` anywhere in a tool's
+input is replaced by KEY of the last tool result read as JSON, `"$result[N].KEY"` by KEY
+of the Nth result since the script's prompt (Responses API; Codex's `wait_agent` and
+`close_agent` take the id its `spawn_agent` returned). Past the end of the script the
+model says `done`.
 
 Every request and every reply is recorded (`/_requests`, `Server.requests`), so a test
 can assert what reached the model. `POST /counter/<name>` counts an external side effect
@@ -22,6 +26,7 @@ can assert what reached the model. `POST /counter/<name>` counts an external sid
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import threading
 import time
@@ -69,6 +74,7 @@ class Turn:
     script: list[dict[str, Any]] | None
     results_since_prompt: int
     last_result: str
+    results: list[str] = field(default_factory=list)   # since the prompt (Responses API)
 
 
 def anthropic_turn(body: dict[str, Any]) -> Turn:
@@ -94,6 +100,7 @@ def anthropic_turn(body: dict[str, Any]) -> Turn:
 
 def responses_turn(body: dict[str, Any]) -> Turn:
     script, results, last = None, 0, ""
+    outputs: list[str] = []
     for item in body.get("input") or []:
         if not isinstance(item, dict):
             continue
@@ -102,10 +109,12 @@ def responses_turn(body: dict[str, Any]) -> Turn:
             found = parse_script(_text_of(item.get("content")))
             if found is not None:
                 script, results, last = found, 0, ""
+                outputs = []
         elif kind in ("function_call_output", "custom_tool_call_output"):
             results += 1
             last = _text_of(item.get("output"))
-    return Turn(script, results, last)
+            outputs.append(last)
+    return Turn(script, results, last, outputs)
 
 
 def choose(turn: Turn) -> dict[str, Any]:
@@ -121,9 +130,46 @@ def choose(turn: Turn) -> dict[str, Any]:
                 return step
             continue
         if seen >= turn.results_since_prompt:
-            return step
+            return _fill(step, turn)
         seen += len(step["tools"])
     return {"text": "done"}
+
+
+LAST_RESULT = "$last_result."
+NTH_RESULT = re.compile(r"\$result\[(\d+)\]\.(\w+)$")
+
+
+def _fill(step: dict[str, Any], turn: Turn) -> dict[str, Any]:
+    """The step with every `"$last_result.KEY"` and `"$result[N].KEY"` string in its
+    tools' inputs replaced by KEY of that tool result read as JSON."""
+    if "$last_result." not in json.dumps(step.get("tools")) and \
+            "$result[" not in json.dumps(step.get("tools")):
+        return step
+
+    def field_of(text: str, key: str, ref: str) -> Any:
+        try:
+            result = json.loads(text)
+        except ValueError:
+            result = None
+        if not isinstance(result, dict) or key not in result:
+            raise ValueError(f"{ref}: that tool result has no {key}: {text!r}")
+        return result[key]
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(LAST_RESULT):
+            return field_of(turn.last_result, value[len(LAST_RESULT):], value)
+        if isinstance(value, str) and (nth := NTH_RESULT.match(value)):
+            index = int(nth.group(1))
+            if index >= len(turn.results):
+                raise ValueError(f"{value}: only {len(turn.results)} results so far")
+            return field_of(turn.results[index], nth.group(2), value)
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return value
+
+    return {**step, "tools": [{**tool, "input": fill(tool["input"])} for tool in step["tools"]]}
 
 
 def _resolve(step: dict[str, Any], last_result: str) -> dict[str, Any]:
@@ -356,6 +402,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                                       "status": "completed", "call_id": cid,
                                       "name": tool["name"],
                                       "arguments": json.dumps(tool["input"])})
+                        if tool.get("namespace"):  # a tool of a namespace (multi_agent_v1)
+                            items[-1]["namespace"] = tool["namespace"]
             else:
                 items.append({"type": "message", "id": _new_id("msg_"), "role": "assistant",
                               "status": "completed",

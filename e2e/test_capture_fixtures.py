@@ -25,6 +25,7 @@ from e2e.modelserver import Server
 FIXTURES = harness.ROOT / "fixtures"
 CLAUDE_SESSION = "3f6c1a52-9b8e-4d47-a1d2-6e0c9f4b7a15"   # the id the fixtures always had
 CODEX_SESSION = "0199a3c2-7d41-7b10-9e5f-2b8c4d6e1a37"
+CODEX_AGENT = "0199a3c2-8e52-7c21-af30-3c9d5e7f2b48"     # the subagent's thread id, likewise
 FAKE_NPM = """#!/bin/sh
 # A stand-in registry client: the captured payloads show a publish and a failing test run.
 case "$1" in
@@ -127,6 +128,7 @@ def _codex_capture(tmp: Path, capture: Path) -> None:
         resumed = harness.codex(repo, "what is left?", [{"text": "nothing"}],
                                 resume=first.session_id)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
+        _codex_subagent_capture(repo)
         # Ctrl-C while a command runs: SIGINT to the CLI's process group, as a terminal sends.
         raw = capture / "codex" / "raw"
         live = harness.start(repo, harness.codex_argv(harness.script_prompt("wait", [
@@ -140,6 +142,32 @@ def _codex_capture(tmp: Path, capture: Path) -> None:
         os.killpg(live.proc.pid, signal.SIGINT)
         live.finish(timeout=60)
         assert repo.hook_errors() == ""
+
+
+def _codex_subagent_capture(repo: harness.Repo) -> None:
+    """A subagent (gpt-5-codex's multi_agent_v1 tools): spawn_agent, wait_agent on the id
+    it returned, close_agent; the subagent patches through the shell (Codex sends no
+    PostToolUse for that) and runs a command."""
+    config = repo.home / ".codex" / "config.toml"
+    before = config.read_text()
+    harness.codex_model(repo, "gpt-5-codex")
+    patch = ("*** Begin Patch\n*** Update File: src/app.py\n@@\n-    return 2\n"
+             "+    return 3\n*** End Patch\n")
+    shell_patch = {"cmd": f"apply_patch <<'EOF'\n{patch}EOF\n"}
+    sub = [_tool("exec_command", "call_SubPa7chSh3ll", shell_patch),
+           _tool("exec_command", "call_SubEch0Cmd4Vq", {"cmd": "echo counted > count.txt"}),
+           {"text": "patched and counted"}]
+    agent = "$result[0].agent_id"
+    multi = {"namespace": "multi_agent_v1"}
+    run = harness.codex(repo, "delegate", [
+        _tool("spawn_agent", "call_Sp4wnAgent7Kq",
+              {"message": harness.script_prompt("Patch and count.", sub)}, **multi),
+        _tool("wait_agent", "call_Wa1tAgent3Mzx", {"targets": [agent], "timeout_ms": 60000},
+              **multi),
+        _tool("close_agent", "call_Cl0seAgent5Np", {"target": agent}, **multi),
+        {"text": "delegated"}])
+    assert run.returncode == 0, run.stderr[-3000:]
+    config.write_text(before)
 
 
 def _raw(capture: Path, agent: str) -> list[dict[str, Any]]:
@@ -207,6 +235,28 @@ def codex_fixtures(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                            tool_use_id="call_Pa4tchAppPy9x"),
         "stop": _pick(payloads, "Stop"),
         "interrupt": _pick(payloads, "Interrupt"),
+        "pre_tool_use_spawn_agent": _pick(payloads, "PreToolUse",
+                                          tool_use_id="call_Sp4wnAgent7Kq"),
+        "post_tool_use_spawn_agent": _pick(payloads, "PostToolUse",
+                                           tool_use_id="call_Sp4wnAgent7Kq"),
+        "subagent_start": _pick(payloads, "SubagentStart"),
+        "user_prompt_submit_subagent": _pick(payloads, "UserPromptSubmit",
+                                             agent_type="default"),
+        "pre_tool_use_wait_agent": _pick(payloads, "PreToolUse",
+                                         tool_use_id="call_Wa1tAgent3Mzx"),
+        "post_tool_use_wait_agent": _pick(payloads, "PostToolUse",
+                                          tool_use_id="call_Wa1tAgent3Mzx"),
+        "pre_tool_use_subagent_shell_patch": _pick(payloads, "PreToolUse",
+                                                   tool_use_id="call_SubPa7chSh3ll"),
+        "pre_tool_use_subagent_bash": _pick(payloads, "PreToolUse",
+                                            tool_use_id="call_SubEch0Cmd4Vq"),
+        "post_tool_use_subagent_bash": _pick(payloads, "PostToolUse",
+                                             tool_use_id="call_SubEch0Cmd4Vq"),
+        "subagent_stop": _pick(payloads, "SubagentStop"),
+        "pre_tool_use_close_agent": _pick(payloads, "PreToolUse",
+                                          tool_use_id="call_Cl0seAgent5Np"),
+        "post_tool_use_close_agent": _pick(payloads, "PostToolUse",
+                                           tool_use_id="call_Cl0seAgent5Np"),
     }
 
 
@@ -222,11 +272,21 @@ def key_paths(value: Any, prefix: str = "") -> set[str]:
 
 
 def _stable(agent: str, payload: dict[str, Any], session: str) -> dict[str, Any]:
-    """Codex's thread id is random: the fixtures carry the id they always had."""
+    """Codex's thread ids are random: the fixtures carry the ids they always had (the
+    session's, and a subagent's, which is its `agent_id`)."""
     if agent != "codex":
         return payload
-    real = payload["session_id"]
-    return json.loads(json.dumps(payload).replace(real, session))
+    text = json.dumps(payload).replace(payload["session_id"], session)
+    if isinstance(payload.get("agent_id"), str):
+        text = text.replace(payload["agent_id"], CODEX_AGENT)
+    for key in ("tool_response", "tool_input"):   # wait_agent/close_agent name it too
+        found = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
+                          json.dumps(payload.get(key)))
+        if found and found.group(0) != payload["session_id"] and \
+                payload.get("tool_name", "").endswith(("spawn_agent", "wait_agent",
+                                                       "close_agent")):
+            text = text.replace(found.group(0), CODEX_AGENT)
+    return dict(json.loads(text))
 
 
 def test_the_fixtures_are_what_the_real_clis_send(tmp_path: Path) -> None:

@@ -233,8 +233,6 @@ def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None =
     if status not in ("succeeded", "failed"):
         raise GitguardError(f"a call ends succeeded or failed, not {status!r}",
                             "pass --status succeeded or --status failed")
-    from gitguard.calls.attribution import is_declared_only  # here: `call begin` needs none of it
-
     data = result.encode() if isinstance(result, str) else result
     started_clock = time.perf_counter()
     entered = clock.stamp()
@@ -250,9 +248,7 @@ def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None =
         # (Snapshotter.write_declared says why that is the safe direction). The daemon
         # takes its own tree; either way the call's patches hold its declared paths only
         # (`_not_its_own`), whatever else the post tree shows of other writers.
-        stored_input = _stored_input(g, entry) if entry.declared_writes else None
-        declared_only = stored_input is not None and is_declared_only(
-            entry.tool_name, stored_input, entry.declared_writes)
+        declared_only = owns_declared_only(g, entry)
         tree = (g.snap.write_declared(entry.declared_writes)
                 if declared_only and g.snap.ends_declared_calls_without_scan()
                 else g.snap.write_tree())
@@ -308,6 +304,16 @@ def close_unrun(g: GuardContext, call_id: str, why: str) -> ToolLedgerEntry:
         trace_log.emit(g.store, "tool", "tool.never_ran", session_id=entry.session_id,
                        callId=call_id, reason=why)
     return closed
+
+
+def owns_declared_only(g: GuardContext, entry: ToolLedgerEntry) -> bool:
+    """The call owns only the paths it declared (`attribution.is_declared_only`, from its
+    stored input): what else changed in its window is someone else's."""
+    from gitguard.calls.attribution import is_declared_only  # here: `call begin` needs none of it
+
+    stored_input = _stored_input(g, entry) if entry.declared_writes else None
+    return stored_input is not None and is_declared_only(entry.tool_name, stored_input,
+                                                         entry.declared_writes)
 
 
 def _stored_input(g: GuardContext, entry: ToolLedgerEntry) -> dict[str, Any] | None:

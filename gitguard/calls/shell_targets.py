@@ -3,7 +3,8 @@
 A shell call's window claims only what the command can have written: output
 redirections, `tee`, `sed -i`, `rm`/`mkdir`/`touch`/`truncate`/`chmod` operands, `sort -o`,
 `cp`/`mv`/`git mv` operands (a move's source and destination; a copy's destination),
-`git checkout -- PATHS` and `git restore` paths. Those are the call's declared paths (a
+`git checkout -- PATHS` and `git restore` paths, and the files of a patch Codex applies
+from the shell (`apply_patch <<'EOF'`). Those are the call's declared paths (a
 path exactly one open call declared is that call's, and another call's patches leave it
 out), so parallel shell calls each own their own writes, and a file the user saves while
 the command runs stays the user's. A command that writes where nobody can tell from its
@@ -24,6 +25,7 @@ following `cd` between commands.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 from gitguard.calls.shell_parse import SimpleCommand, split_argv, split_commands
@@ -47,6 +49,15 @@ _NULL = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 _GLOB = frozenset("*?[")
 # cp/mv options that take a value, and those that make a backup of what they replace.
 _COPY_VALUES = frozenset({"-t", "--target-directory", "-S", "--suffix"})
+# Codex runs a patch the model sends through its shell tool itself, as its apply_patch
+# tool (its own parser accepts `[cd DIR &&] apply_patch <<'EOF' ... EOF`, and the argv
+# form `["apply_patch", PATCH]`): the command writes exactly the files the patch names.
+_SHELL_PATCH = re.compile(
+    r"""\A\s*(?:cd\s+(?P<dir>'[^']*'|"[^"]*"|[^\s'"&;|]+)\s*&&\s*)?(?:apply_patch|applypatch)"""
+    r"""\s+<<-?\s*(?P<q>['"]?)(?P<tag>\w+)(?P=q)[ \t]*\n(?P<body>.*?)\n(?P=tag)\s*\Z""",
+    re.DOTALL)
+PATCH_PATHS = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$",
+                         re.MULTILINE)
 
 
 def written_paths(command: str | list[str], cwd: str) -> tuple[str, ...] | None:
@@ -55,6 +66,10 @@ def written_paths(command: str | list[str], cwd: str) -> tuple[str, ...] | None:
     on a whole directory (a recursive `rm`/`chmod`/`cp`, `ln`), whose files no list of
     names covers, or a word the shell expands (a glob). It reads words only, never the
     disk, so the answer is the same at a call's begin and end."""
+    patch = shell_patch(command)
+    if patch is not None:
+        here = _at(cwd, patch[0]) if patch[0] else cwd
+        return tuple(dict.fromkeys(_at(here, p.strip()) for p in PATCH_PATHS.findall(patch[1])))
     parsed = split_commands(command) if isinstance(command, str) else split_argv(command)
     if parsed.unparsable:
         return None
@@ -100,6 +115,18 @@ def moved_paths(command: str | list[str], cwd: str) -> tuple[tuple[str, str], ..
                 continue
             pairs += [(_at(here, source), _at(here, d)) for d in dests]
     return tuple(dict.fromkeys(pairs))
+def shell_patch(command: str | list[str]) -> tuple[str | None, str] | None:
+    """(the directory it `cd`s to, the patch text) when the command is a patch Codex
+    applies itself, else None."""
+    if isinstance(command, list):
+        if len(command) == 2 and command[0] in ("apply_patch", "applypatch"):
+            return None, command[1]
+        return None
+    match = _SHELL_PATCH.match(command)
+    if match is None or "*** Begin Patch" not in match["body"]:
+        return None
+    where = match["dir"]
+    return (where[1:-1] if where and where[0] in "'\"" else where), match["body"]
 
 
 def _at(base: str, path: str) -> str:

@@ -70,8 +70,6 @@ SHELL_TOOLS = frozenset({"Bash", "exec_command", "shell", "local_shell"})
 # Tools whose input names the file they write, so the path is declared (exact attribution).
 PATH_KEYS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
              "NotebookEdit": "notebook_path"}
-_PATCH_PATHS = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$",
-                          re.MULTILINE)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 # Prose the model writes beside a command: the same command with other words is the same call.
 COSMETIC_KEYS = ("description",)
@@ -147,11 +145,14 @@ def _scope(guard: Guard, payload: Mapping[str, Any]) -> dangling.Scope:
 
 def _results_transcript(payload: Mapping[str, Any]) -> str | None:
     """Where the event's tool results are written: a subagent's own transcript (named by
-    SubagentStop, or beside the session's as Claude Code lays it out), else the session's."""
+    SubagentStop, or beside the session's as Claude Code lays it out), else the session's.
+    A Codex subagent's events name its own rollout file as `transcript_path`."""
     named = payload.get("agent_transcript_path")
     if isinstance(named, str) and named:
         return named
     path, agent = _transcript(payload), payload.get("agent_id")
+    if agent_of(payload) == "codex":
+        return path
     if path is None or not isinstance(agent, str) or not _SAFE_ID.fullmatch(agent):
         return path
     return f"{path.removesuffix('.jsonl')}/subagents/agent-{agent}.jsonl"
@@ -183,10 +184,12 @@ def declared_writes(guard: Guard, tool: str, tool_input: Mapping[str, Any],
     if key and isinstance(tool_input.get(key), str):
         raw.append(tool_input[key])
     if tool == "apply_patch":  # Codex: the patch text (tool_input.command) names its files
+        from gitguard.calls.shell_targets import PATCH_PATHS
+
         text = (tool_input.get("command") or tool_input.get("input")
                 or tool_input.get("patch") or "")
-        raw += _PATCH_PATHS.findall(text) if isinstance(text, str) else []
-    elif tool in SHELL_TOOLS:
+        raw += PATCH_PATHS.findall(text) if isinstance(text, str) else []
+    elif tool in SHELL_TOOLS:  # (a patch Codex applies from the shell names its files too)
         from gitguard.calls.shell_targets import written_paths
 
         redacted = guard.store.privacy.redact_json(dict(tool_input))  # no secret as a path

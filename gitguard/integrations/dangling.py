@@ -10,6 +10,10 @@ nothing), and the transcript says how:
 * its tool_result carries one of Claude Code's denial texts: it never ran. `failed`,
   with an empty window (`calls.close_unrun`): it owns nothing, asking for it again is
   no replay, and it is not under "Do not repeat".
+* Codex's rollout holds its output, and the call owns only the paths it declared (a
+  patch Codex applied from the shell: Codex 0.171 sends no PostToolUse for it): it has
+  ended, `succeeded` or `failed` by the exit code in that output. What else changed in
+  its window since the tool finished is not its own, so ending it late costs nothing.
 * its tool_result is something else (it ran; our PostToolUse hook failed or never
   came), or, at the end of a turn, there is none: `uncertain`, its window closed by a
   checkpoint taken now. What changed in it is `ambiguous`: rollback makes it a
@@ -77,6 +81,7 @@ class Settled:
     checkpoint_id: str | None
     never_ran: tuple[str, ...]
     uncertain: tuple[str, ...]
+    ended: tuple[str, ...] = ()     # ended by the output in Codex's rollout
 
 
 NO_END = ("no PostToolUse came for it before the agent's {when} event: {why}; check, then "
@@ -120,9 +125,15 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
     results = (transcript.tool_results(transcript_path, (e.call_id for e in calls_open))
                if calls_open else {})
     failed: list[str] = []
+    ended: list[str] = []
     unsure: dict[str, str] = {}
     for entry in calls_open:
         result = results.get(entry.call_id)
+        if result is not None and result.finished and \
+                not lifecycle.owns_declared_only(guard, entry):
+            # Its output may be in the rollout before its PostToolUse comes (parallel
+            # calls): for a call whose window claims what changed in it, no evidence.
+            result = None
         why = denial(result.text) if result is not None and not result.interrupted else None
         if why is not None:
             try:
@@ -130,6 +141,13 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
             except IllegalTransition:
                 continue                    # ended meanwhile by a late PostToolUse
             failed.append(entry.call_id)
+        elif result is not None and result.finished:
+            try:
+                guard.end_call(entry.call_id, "failed" if result.is_error else "succeeded",
+                               result.text)
+            except IllegalTransition:
+                continue                    # ended meanwhile by a late PostToolUse
+            ended.append(entry.call_id)
         elif result is not None:
             unsure[entry.call_id] = ("the transcript shows it was interrupted" if
                                      result.interrupted else "the transcript shows a result, "
@@ -140,7 +158,7 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
     if failed:
         guard.settle_windows()
     if not unsure and not turn_over:
-        return Settled(None, tuple(failed), ())
+        return Settled(None, tuple(failed), (), tuple(ended))
     made = guard.checkpoint("post", step, session_id=session_id,
                             transcript_path=transcript_path)
     uncertain: list[str] = []
@@ -153,9 +171,9 @@ def settle(guard: Guard, session_id: str | None, transcript_path: str | None,
         if marked:
             journal.append_entries(guard.store, state, marked)
             uncertain = [e.call_id for e in marked]
-        if failed or uncertain:
+        if failed or uncertain or ended:
             trace_log.emit(guard.store, "recovery", "recovery.no_end", session_id=session_id,
-                           step=step, neverRan=failed, uncertain=uncertain)
+                           step=step, neverRan=failed, uncertain=uncertain, endedByRollout=ended)
     if uncertain:
         guard.settle_windows()
-    return Settled(made.checkpoint_id, tuple(failed), tuple(uncertain))
+    return Settled(made.checkpoint_id, tuple(failed), tuple(uncertain), tuple(ended))

@@ -3,9 +3,11 @@
 Claude Code's transcript (`transcript_path`, JSONL) holds each tool call's `tool_result`
 (its text, `is_error`), and a forked session's transcript starts with a copy of its
 parent's history (with the parent's tool_use ids; some versions add
-`forkedFrom.sessionId`). Codex's rollout file (its `transcript_path`) records each
-command's end with its `exit_code`. Readers here never raise: an unreadable or
-unfamiliar transcript gives no evidence, and the caller stays cautious.
+`forkedFrom.sessionId`). Codex's rollout file (its `transcript_path`; a subagent's
+events name the subagent's own) records each command's end with its `exit_code`, and
+each call's output (`function_call_output`, written once the tool has finished). Readers
+here never raise: an unreadable or unfamiliar transcript gives no evidence, and the
+caller stays cautious.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class ToolResult:
     text: str
     is_error: bool
     interrupted: bool       # the user stopped the turn while it may have been running
+    finished: bool = False  # Codex's output record: written once the tool had finished
 
 
 def _read(path: str | None, head: bool) -> bytes:
@@ -85,6 +88,10 @@ def tool_results(path: str | None, call_ids: Iterable[str]) -> dict[str, ToolRes
     if not wanted:
         return found
     for record in _records(_read(path, head=False), (k.encode() for k in wanted)):
+        codex = _codex_output(record, wanted)
+        if codex is not None:
+            found[codex.call_id] = codex
+            continue
         blocks = _content(record)
         interrupted = any(_text(b).startswith(INTERRUPTED) for b in blocks)
         for block in blocks:
@@ -94,6 +101,22 @@ def tool_results(path: str | None, call_ids: Iterable[str]) -> dict[str, ToolRes
             found[str(call_id)] = ToolResult(str(call_id), _text(block),
                                              bool(block.get("is_error")), interrupted)
     return found
+
+
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+
+
+def _codex_output(record: dict[str, Any], wanted: set[str]) -> ToolResult | None:
+    """A Codex rollout's output record of one of `wanted`: its text, an error when the
+    text says the command exited non-zero."""
+    payload = record.get("payload")
+    if record.get("type") != "response_item" or not isinstance(payload, dict) \
+            or payload.get("type") not in _OUTPUTS or payload.get("call_id") not in wanted:
+        return None
+    output = payload.get("output")
+    text = output if isinstance(output, str) else json.dumps(output)
+    code = exit_code_in_text(text)
+    return ToolResult(str(payload["call_id"]), text, code not in (None, 0), False, True)
 
 
 def exit_code(path: str | None, call_id: str) -> int | None:

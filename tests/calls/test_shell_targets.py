@@ -61,6 +61,32 @@ def test_commands_whose_writes_cannot_be_read_keep_their_window(command: str) ->
 ])
 def test_moves_read_from_the_words(command: str, pairs: list[tuple[str, str]]) -> None:
     assert moved_paths(command, "/ws") == tuple((f"/ws/{a}", f"/ws/{b}") for a, b in pairs)
+PATCH = ("*** Begin Patch\n*** Update File: src/app.py\n@@\n-    return 1\n+    return 2\n"
+         "*** Add File: docs/new.md\n+new\n*** Update File: old.txt\n*** Move to: new.txt\n"
+         "*** Delete File: gone.txt\n*** End Patch\n")
+PATCHED = ["src/app.py", "docs/new.md", "old.txt", "new.txt", "gone.txt"]
+
+
+@pytest.mark.parametrize(("command", "written"), [
+    # Codex applies these itself (its apply_patch), as the captured subagent's call was sent
+    (f"apply_patch <<'EOF'\n{PATCH}EOF\n", PATCHED),
+    (f'apply_patch <<"EOF"\n{PATCH}EOF', PATCHED),
+    (f"applypatch <<PATCH\n{PATCH}PATCH\n", PATCHED),
+    (f"cd sub && apply_patch <<'EOF'\n{PATCH}EOF\n", [f"sub/{p}" for p in PATCHED]),
+    (["apply_patch", PATCH], PATCHED),
+])
+def test_a_patch_codex_applies_from_the_shell_writes_the_files_it_names(
+        command: str | list[str], written: list[str]) -> None:
+    assert written_paths(command, "/ws") == tuple(f"/ws/{p}" for p in written)
+
+
+@pytest.mark.parametrize("command", [
+    f"apply_patch <<'EOF'\n{PATCH}EOF\nmake install",      # more than the patch runs
+    "apply_patch <<'EOF'\nnot a patch\nEOF\n",
+    "apply_patch patch.diff",
+])
+def test_anything_more_than_a_patch_is_not_read_as_one(command: str) -> None:
+    assert written_paths(command, "/ws") is None
 
 
 def _shell(command: str) -> dict[str, str]:
