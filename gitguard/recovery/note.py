@@ -42,10 +42,9 @@ class CallFact:
     never_started: bool = False
     # What a probe found: "happened" / "not_happened" (the call is settled, `probe_said`
     # is its fact: "did publish x@1.2.0 (the registry lists it)"), or "unknown" (it stays
-    # uncertain; `probe_said` says why the probe `probe_command` could not tell).
+    # uncertain; `probe_said`: "its probe `CMD` could not tell (WHY)").
     probe_result: str | None = None
     probe_said: str | None = None
-    probe_command: str | None = None
 
     @property
     def label(self) -> str:
@@ -107,8 +106,8 @@ def call_line(call: CallFact) -> str:
     if call.status == "uncertain":
         check = outside_check(call)
         tail = check if check.startswith("it is safe") else f"{check} before doing anything"
-        probed = (f"; its probe `{call.probe_command}` could not tell ({call.probe_said})"
-                  if call.probe_result == "unknown" else "")
+        probed = (f"; {call.probe_said}"
+                  if call.probe_result == "unknown" and call.probe_said else "")
         return (f"Tool {call.label} started but its outcome is unknown: "
                 f"{_idempotency_phrase(call.idempotency)}{probed}; {tail}.")
     ran = f" ran `{call.summary}`" if call.summary else " ran"
