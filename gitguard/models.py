@@ -142,6 +142,9 @@ class ToolLedgerEntry(Versioned):
     # the agent's work; an external effect still happened.
     rewound_at: str | None = None
     rewound_by: str | None = None
+    # "restored": every file it changed holds again what it held before its turn;
+    # "kept": not (a conversation-only rewind, or edits since); None: it changed no file.
+    rewound_files: Literal["restored", "kept"] | None = None
     # The subagent that made the call (Claude Code's and Codex's `agent_id`/`agent_type`);
     # None: the session's main loop.
     agent_id: str | None = None

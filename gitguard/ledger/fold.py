@@ -44,7 +44,8 @@ _DEFAULTS: dict[str, Any] = {
 _KEPT = frozenset({"callId", "status"})     # in every change, whether or not they changed
 # What a `mark` event may change: facts learnt about a call after it ended (a probe that
 # could not settle it, the agent's own rewind), never its status.
-MARKS = frozenset({"probedAt", "probeResult", "probeRef", "note", "rewoundAt", "rewoundBy"})
+MARKS = frozenset({"probedAt", "probeResult", "probeRef", "note", "rewoundAt", "rewoundBy",
+                   "rewoundFiles"})
 
 
 @dataclass

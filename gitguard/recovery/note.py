@@ -45,6 +45,11 @@ class CallFact:
     # uncertain; `probe_said`: "its probe `CMD` could not tell (WHY)").
     probe_result: str | None = None
     probe_said: str | None = None
+    # The agent's own rewind dropped the call's turn (integrations/rewind.py): by what,
+    # whether its files were put back ("restored"/"kept"), and whether it acted outside.
+    rewound_by: str | None = None
+    rewound_files: str | None = None
+    external: bool = False
 
     @property
     def label(self) -> str:
@@ -95,10 +100,28 @@ def _idempotency_phrase(value: str) -> str:
             "idempotent": "it is idempotent"}.get(value, f"it is {value}")
 
 
+def _rewound_line(call: CallFact, shown: str) -> str:
+    files = {"restored": "its file changes were undone",
+             "kept": "its file changes are still in the workspace (check them with "
+                     "`gitguard status`)"}.get(call.rewound_files or "", "it changed no file")
+    return (f"Tool {call.label}{shown} was rewound ({call.rewound_by}): {files}; it may be "
+            "run again.")
+
+
 def call_line(call: CallFact) -> str:
     if call.never_started:
         return f"Tool {call.label} was planned but never started: it did not run."
     shown = f" `{call.summary}`" if call.summary else ""
+    if call.rewound_by and not call.external:
+        return _rewound_line(call, shown)
+    line = _line(call, shown)
+    if call.rewound_by:
+        line += (f" It was rewound in the conversation ({call.rewound_by}), but the rewind "
+                 "did not undo its external effect: do not repeat it.")
+    return line
+
+
+def _line(call: CallFact, shown: str) -> str:
     if call.probe_result == "happened" and call.status == "succeeded":
         return f"Tool {call.label}{shown} {call.probe_said}: do not repeat."
     if call.probe_result == "not_happened" and call.status == "failed":

@@ -19,8 +19,9 @@ from gitguard import clock, faults
 from gitguard.calls import timeline
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
 from gitguard.git.objects import TreeResult
+from gitguard.integrations import rewind
 from gitguard.ledger import journal, sessions
-from gitguard.ledger.replay import Verdict, blocks, never_ran, verdict
+from gitguard.ledger.replay import Verdict, blocks, external, never_ran, verdict
 from gitguard.ledger.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
 from gitguard.models import ToolLedgerEntry
 from gitguard.recovery import note as recovery_note
@@ -70,7 +71,8 @@ class CallView:
             call_id=e.call_id, tool=e.tool_name, status=e.status, summary=e.summary,
             idempotency=e.idempotency, side_effects=e.side_effects,
             error_summary=e.error_summary, never_started=never_started(e),
-            probe_result=e.probe_result, probe_said=e.note)
+            probe_result=e.probe_result, probe_said=e.note, rewound_by=e.rewound_by,
+            rewound_files=e.rewound_files, external=external(e))
 
     def to_json(self) -> dict[str, Any]:
         e = self.entry
@@ -80,7 +82,8 @@ class CallView:
                 "classificationReason": e.classification_reason,
                 "neverStarted": never_started(e), "replayable": self.verdict.replayable,
                 "why": self.verdict.why, "probedAt": e.probed_at, "probeResult": e.probe_result,
-                "probeRef": e.probe_ref,
+                "probeRef": e.probe_ref, "rewoundAt": e.rewound_at, "rewoundBy": e.rewound_by,
+                "rewoundFiles": e.rewound_files,
                 "probe": self.probe.to_json() if self.probe is not None else None}
 
 
@@ -131,6 +134,7 @@ def _session_entries(state: journal.LedgerState, session_id: str) -> list[ToolLe
 def resume(g: GuardContext, *, checkpoint_id: str | None = None,
            session_id: str | None = None) -> ResumeResult:
     started_clock = time.perf_counter()
+    rewind.detect_known(g, session_id)    # the agent's own rewinds, before anything is told
     with g.store.writing():
         # The workspace scan waits on `git status` (about 0.4 s at 100k files) while a
         # fresh process's ledger read is all Python (decode, validate 10,000 entries): the
@@ -283,8 +287,10 @@ def _result(g: GuardContext, state: journal.LedgerState, index: checkpoints.Inde
             calls.append(e)
             uncertain.append(e.call_id)
         elif status not in OPEN_STATUSES:
-            # A call denied before it ran is told whenever it was: the agent may retry it.
-            if horizon is None or first_seq.get(e.call_id, 0) > horizon or never_started(e):
+            # A call denied before it ran is told whenever it was: the agent may retry it;
+            # so is one the agent's own rewind dropped: what it left behind is news.
+            if horizon is None or first_seq.get(e.call_id, 0) > horizon or never_started(e) \
+                    or (e.rewound_at is not None and bool(e.side_effects)):
                 calls.append(e)
             else:
                 before += 1
@@ -423,6 +429,7 @@ def explain(g: GuardContext, session_id: str | None = None) -> Explanation:
     """Read-only: the calls of a session, which may run again and why, and what resume would use."""
     if not g.store.exists():
         return Explanation(None, (), None)
+    rewind.detect_known(g, session_id)
     state = journal.read(g.store)
     index = checkpoints.read_index(g.store)
     sid = target_session(g.store, state, session_id)
