@@ -20,8 +20,10 @@ What that changes, in one place each:
 Detection is cheap where it runs: not on every PreToolUse. It runs at Stop (each turn's
 end), at SessionStart, when the replay guard is about to refuse a call (the rare path:
 a redo of a rewound edit), and in `status`, `resume`, `explain` and `rollback-files`. A
-transcript whose size and mtime did not change since the last look is not read again
-(`rewinds/SESSION.json` in the store remembers both and the path).
+transcript whose size and mtime did not change since the last look is not read again;
+otherwise only what was appended is read (`rewind_transcript.look_on`), and the whole
+file only when a new prompt does not go on from the last turn. `rewinds/SESSION.json` in
+the store remembers the path, size and mtime, the offset and the last turn's entries.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from gitguard.fileops import current_state
 from gitguard.integrations import rewind_transcript
 from gitguard.ledger import journal
 from gitguard.models import TERMINAL, ToolLedgerEntry
-from gitguard.storage import trace_log
+from gitguard.storage import durable, trace_log
 
 if TYPE_CHECKING:
     from gitguard.guard_context import GuardContext
@@ -77,14 +79,20 @@ def detect(g: GuardContext, session_id: str | None, transcript_path: str | None,
         return []
     stat = _stat(transcript_path)
     seen = _seen(g, session_id)
-    if stat is None or (seen.get("transcript") == transcript_path and seen.get("stat") == stat):
+    same = seen.get("transcript") == transcript_path
+    if stat is None or (same and seen.get("stat") == stat):
         return []
-    found = rewind_transcript.read(transcript_path)
+    offset, turn = seen.get("offset"), seen.get("turn")
+    since = (rewind_transcript.Look(offset, frozenset(str(u) for u in turn))
+             if same and isinstance(offset, int) and isinstance(turn, list) else None)
+    look, suspect = rewind_transcript.look_on(transcript_path, since)
     marked: list[str] = []
-    with g.store.writing():
+    if suspect:         # a prompt that does not go on from the last turn: read it all
+        found = rewind_transcript.read(transcript_path)
         if found.rewinds:
-            marked = _mark(g, session_id, found, call_id_of or {})
-        _remember(g, session_id, transcript_path, stat)
+            with g.store.writing():
+                marked = _mark(g, session_id, found, call_id_of or {})
+    _remember(g, session_id, transcript_path, stat, look)
     return marked
 
 
@@ -112,13 +120,18 @@ def _detect_known(g: GuardContext, folder: Path, session_id: str | None) -> list
     return marked
 
 
-def _remember(g: GuardContext, session_id: str, transcript_path: str, stat: list[int]) -> None:
+def _remember(g: GuardContext, session_id: str, transcript_path: str, stat: list[int],
+              look: rewind_transcript.Look) -> None:
+    """Where the look ended. A cache: lost or torn, the next look reads the whole file."""
     path = _state_path(g, session_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({"transcript": transcript_path, "stat": stat}).encode() + b"\n"
+    durable.ensure_dir(path.parent)
+    data = json.dumps({"transcript": transcript_path, "stat": stat, "offset": look.offset,
+                       "turn": sorted(look.turn)}).encode() + b"\n"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

@@ -227,3 +227,67 @@ def _with_files(rewind: Rewind, found: Transcript, base: str) -> Rewind:
                             os.path.join(base, name) if name is not None else None))
     return Rewind(rewind.prompt, rewind.resumed_at, rewind.new_prompt, rewind.at,
                   rewind.rewound_prompts, rewind.tool_uses, tuple(files))
+
+
+# --- the cheap look: only what was appended since the last one ---------------------------
+
+@dataclass(frozen=True)
+class Look:
+    """Where the last look at a transcript ended: `offset` bytes read, and `turn`, the
+    chain entries from the last prompt on (the entries a next prompt goes on from)."""
+
+    offset: int
+    turn: frozenset[str]
+
+
+def look_on(path: str, since: Look | None) -> tuple[Look, bool]:
+    """Read only what was appended after `since`: the new Look, and whether a prompt in it
+    may go on from somewhere else than the last turn (a rewind: `read` the whole file then).
+    Without `since` (or a file that shrank) the whole file is looked at."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            start = since.offset if since is not None and since.offset <= size else 0
+            fh.seek(start)
+            data = fh.read()
+    except OSError:
+        return Look(0, frozenset()), False
+    end = data.rfind(b"\n") + 1                  # a torn last line waits for the next look
+    known = set(since.turn) if since is not None and start else set()
+    turn: set[str] = set(known)
+    seen: dict[str, str | None] = {}
+    suspect = False
+    for line in data[:end].splitlines():
+        if _CHAIN[0] not in line[:400]:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or record.get("isSidechain"):
+            continue
+        uuid = record.get("uuid")
+        if not isinstance(uuid, str):
+            continue
+        up = record.get("parentUuid") or record.get("logicalParentUuid")
+        seen[uuid] = up if isinstance(up, str) else None
+        if _is_prompt(record):
+            if known or turn:
+                suspect = suspect or not _reaches(seen, seen[uuid], turn)
+            turn = {uuid}
+        else:
+            turn.add(uuid)
+    return Look(start + end, frozenset(turn)), suspect
+
+
+def _reaches(seen: dict[str, str | None], at: str | None, turn: set[str]) -> bool:
+    """Whether walking up from `at` through this look's entries comes to the last turn."""
+    steps = 0
+    while at is not None and steps <= len(seen):
+        if at in turn:
+            return True
+        if at not in seen:
+            return False
+        at = seen[at]
+        steps += 1
+    return False
