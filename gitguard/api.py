@@ -264,6 +264,9 @@ class Guard:
         head, branch = self.snap.head_info()
         if not self.store.exists():
             return Status(str(self.ws.root), self.ws.is_git, head, branch, None)
+        from gitguard.integrations import rewind
+
+        rewind.detect_known(self)       # the agent's own rewinds first: they are not its work
         with self.store.writing():
             tree = self.snap.write_tree()
             entries = ledger.read(self.store).in_order()

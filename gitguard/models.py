@@ -136,6 +136,15 @@ class ToolLedgerEntry(Versioned):
     probed_at: str | None = None
     probe_result: ProbeResult | None = None
     probe_ref: str | None = None
+    # Set when the agent's own undo dropped the turn the call ran in (Claude Code's
+    # /rewind, a conversation fork; integrations/rewind.py): when gitguard saw it, and what
+    # did it ("claude_code.rewind: restored to message M"). Its file changes are no longer
+    # the agent's work; an external effect still happened.
+    rewound_at: str | None = None
+    rewound_by: str | None = None
+    # "restored": every file it changed holds again what it held before its turn;
+    # "kept": not (a conversation-only rewind, or edits since); None: it changed no file.
+    rewound_files: Literal["restored", "kept"] | None = None
     # The subagent that made the call (Claude Code's and Codex's `agent_id`/`agent_type`);
     # None: the session's main loop.
     agent_id: str | None = None

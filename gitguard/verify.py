@@ -124,7 +124,7 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
     # broken transitions.
     ordered = sorted(records, key=lambda r: r["seq"] if isinstance(r.get("seq"), int) else 0)
     for record in fold.expanded(ordered):    # each change merged into a whole entry
-        if "change" in record:
+        if "change" in record or "mark" in record:
             found.problems.append(Problem(
                 f"ledger seq {record.get('seq')} changes call "
                 f"{(record.get('change') or {}).get('callId')}, whose first line is missing",
@@ -141,8 +141,11 @@ def _check_ledger(store: Store, records: list[dict[str, Any]] | None, index: che
             continue
         if "repairedBy" not in (event.detail or {}):    # a repair rebuilds a state whole
             try:
-                ledger.check_transition(current.get(entry.call_id), entry.status,
-                                        entry.call_id)
+                if "markOf" in (event.detail or {}) and entry.call_id in current:
+                    ledger.check_mark(current[entry.call_id], entry)
+                else:
+                    ledger.check_transition(current.get(entry.call_id), entry.status,
+                                            entry.call_id)
             except IllegalTransition as exc:
                 found.problems.append(Problem(f"ledger seq {event.seq}: {exc.message}",
                                               LEDGER_HINT))

@@ -18,7 +18,7 @@ from gitguard.calls.delegation import is_delegation
 from gitguard.errors import GitguardError, IllegalTransition, ReplayRefused, UnsafePath
 from gitguard.git import packing, patch_text
 from gitguard.ledger import git_moves, journal, sessions
-from gitguard.ledger.replay import BLOCKING_STATUSES, stricter
+from gitguard.ledger.replay import BLOCKING_STATUSES, rewound_local, stricter
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.snapshot import checkpoints, shared_checkpoint
 from gitguard.storage import durable, trace_log
@@ -54,6 +54,8 @@ def _replay_check(state: journal.LedgerState, lineage: Sequence[str], tool: str,
     # and without their entries (which may be older than the ledger's window).
     runs = [r for sid in reversed(lineage) for r in state.runs_by_key((sid, tool, digest))]
     earlier = [(call_id, run) for call_id, run in runs if run.status in BLOCKING_STATUSES]
+    if earlier:     # rare: only a repeat reads the entries, for the agent's own rewinds
+        earlier = [(c, r) for c, r in earlier if not rewound_local(state.get(c))]
     if not earlier:
         return None
     # Each run's policy is effective_policy(its entry, "auto"): the stricter of them and

@@ -209,6 +209,9 @@ def build(rows: Sequence[CheckpointIndexRow], tree_of: Callable[[str], str], tar
         if never_ran(entry) or is_delegation(entry.tool_name):
             continue                          # denied before it ran, or a container: it
                                               # owns nothing (its subagent's calls do)
+        if entry.rewound_files == "restored":
+            continue                          # the agent's own rewind put its files back:
+                                              # nothing of it is left to undo
         # Closed without its own end (no PostToolUse, the transcript could not tell): what
         # changed in its window cannot be told from a user edit (DESIGN.md, Attribution).
         unsure = ended and entry.status == "uncertain"

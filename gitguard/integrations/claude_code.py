@@ -215,10 +215,19 @@ def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     dangling.settle(guard, session_id, _results_transcript(payload), "pre-tool-use",
                     turn_over=False, scope=_scope(guard, payload))
     agent_id, agent_type = subagent_of(payload)
+    writes = declared_writes(guard, tool, tool_input, _cwd(payload))
     try:
-        guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
-                         writes=declared_writes(guard, tool, tool_input, _cwd(payload)),
-                         agent_id=agent_id, agent_type=agent_type)
+        try:
+            guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
+                             writes=writes, agent_id=agent_id, agent_type=agent_type)
+        except ReplayRefused:
+            # The rare path: before refusing a repeat, read whether the user rewound the
+            # turn of the earlier call (no hook fires for /rewind); if that marked a call,
+            # ask again.
+            if not _rewinds(guard, payload):
+                raise
+            guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
+                             writes=writes, agent_id=agent_id, agent_type=agent_type)
     except ReplayRefused as refused:
         policy = tools.classify(guard.settings, tool, tool_input).replay_policy
         decision = "deny" if policy == "never" else "ask"
@@ -384,6 +393,8 @@ def _turn_end(step: str, end_session: bool = False, every_call: bool = False
         scope = dangling.EVERY_CALL if every_call else _scope(guard, payload)
         settled = dangling.settle(guard, session_id, _results_transcript(payload), step,
                                   scope=scope)
+        if step in ("stop", "session-end") and payload.get("agent_id") is None:
+            _rewinds(guard, payload)        # once a turn: did the user /rewind before it?
         agent_id, _ = subagent_of(payload)
         if step == "subagent-stop" and session_id is not None and agent_id is not None:
             with guard.store.writing():
@@ -448,6 +459,20 @@ def _tool_batch(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     return {}
 
 
+def _rewinds(guard: Guard, payload: Mapping[str, Any]) -> list[str]:
+    """Mark the calls of turns the user rewound (integrations/rewind.py); never fails the
+    hook: a transcript it cannot read shows no rewind."""
+    from gitguard.integrations import rewind
+
+    path = _transcript(payload)
+    if path is None or payload.get("agent_id") is not None or agent_of(payload) != "claude-code":
+        return []     # Codex has no rewind of its own (docs/recovery.md, "Rewinds")
+    try:
+        return rewind.detect(guard, session_of(payload), path)
+    except (GitguardError, OSError):
+        return []
+
+
 def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     session_id = session_of(payload)
     if _link_fork(guard, payload) is None:
@@ -461,6 +486,7 @@ def _session_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:
         guard.start_session(session_id, agent=agent_of(payload), parent_id=unnamed)
     if payload.get("source") not in ("resume", "compact", "fork"):
         return {}
+    _rewinds(guard, payload)
     # imported here: every other event (a fresh process each, with no daemon) needs none
     from gitguard.integrations.session_context import recovery_note
 

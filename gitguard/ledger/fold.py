@@ -42,6 +42,10 @@ _DEFAULTS: dict[str, Any] = {
     for name, f in ToolLedgerEntry.model_fields.items() if not f.is_required()
 }
 _KEPT = frozenset({"callId", "status"})     # in every change, whether or not they changed
+# What a `mark` event may change: facts learnt about a call after it ended (a probe that
+# could not settle it, the agent's own rewind), never its status.
+MARKS = frozenset({"probedAt", "probeResult", "probeRef", "note", "rewoundAt", "rewoundBy",
+                   "rewoundFiles"})
 
 
 @dataclass
@@ -128,15 +132,23 @@ def compact(entry: dict[str, Any]) -> dict[str, Any]:
 def event_record(seq: int, recorded_at: str, session_id: str, new: dict[str, Any],
                  previous: dict[str, Any] | None) -> dict[str, Any]:
     """The ledger line of one new state `new` (an entry's JSON) of a call whose previous
-    state was `previous` (None for its first event)."""
+    state was `previous` (None for its first event). The same status again is a `mark`:
+    only MARKS fields change (the caller checks), folded exactly like a `change`."""
     record: dict[str, Any] = {"schemaVersion": 1, "seq": seq, "recordedAt": recorded_at,
                               "sessionId": session_id}
     if previous is None:
         record["entry"] = compact(new)
     else:
-        record["change"] = {k: v for k, v in new.items()
-                            if k in _KEPT or previous.get(k, _DEFAULTS.get(k)) != v}
+        kind = "mark" if previous.get("status") == new.get("status") else "change"
+        record[kind] = {k: v for k, v in new.items()
+                        if k in _KEPT or previous.get(k, _DEFAULTS.get(k)) != v}
     return record
+
+
+def changed_fields(record: dict[str, Any]) -> set[str]:
+    """The fields a `mark` or `change` event sets, besides the callId and status."""
+    part = record.get("mark") or record.get("change") or {}
+    return set(part) - _KEPT
 
 
 def apply(latest: dict[str, dict[str, Any]], record: dict[str, Any],
@@ -149,6 +161,8 @@ def apply(latest: dict[str, dict[str, Any]], record: dict[str, Any],
         latest[entry["callId"]] = entry
         return str(entry["callId"])
     change = record.get("change")
+    if change is None:
+        change = record.get("mark")
     if change is None:
         return None
     call_id = change["callId"]
@@ -172,11 +186,13 @@ def expanded(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         except (KeyError, TypeError):
             yield record
             continue
-        if call_id is None or "change" not in record:
+        if call_id is None or ("change" not in record and "mark" not in record):
             yield record
             continue
-        whole = {k: v for k, v in record.items() if k != "change"}
+        whole = {k: v for k, v in record.items() if k not in ("change", "mark")}
         whole["entry"] = latest[call_id]
+        if "mark" in record:
+            whole["detail"] = {"markOf": sorted(changed_fields(record))}
         yield whole
 
 

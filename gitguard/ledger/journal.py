@@ -437,6 +437,17 @@ def check_transition(current: ToolLedgerEntry | None, new_status: str, call_id: 
         )
 
 
+def check_mark(current: ToolLedgerEntry, entry: ToolLedgerEntry) -> None:
+    """The same status again: a `mark` event, which may only add what was learnt about a
+    call after it ended (fold.MARKS: a probe that could not tell, a rewind)."""
+    was, now = current.to_json(), entry.to_json()
+    changed = {k for k, v in now.items() if was.get(k) != v}
+    if changed - fold.MARKS:
+        raise IllegalTransition(
+            f"call {entry.call_id} is {current.status}; it cannot become {entry.status}",
+            "a finished call cannot change; settle an uncertain one with `gitguard reconcile`")
+
+
 def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEntry],
                    actions: Sequence[tuple[RecoveryAction, str, dict[str, Any] | None]] = ()
                    ) -> None:
@@ -450,7 +461,10 @@ def append_entries(store: Store, state: LedgerState, entries: list[ToolLedgerEnt
     first: dict[str, int] = {}
     for entry in entries:
         current = pending.get(entry.call_id) or state.lookup(entry.call_id)
-        check_transition(current, entry.status, entry.call_id)
+        if current is not None and current.status == entry.status:
+            check_mark(current, entry)
+        else:
+            check_transition(current, entry.status, entry.call_id)
         seq += 1
         if current is None:
             first[entry.call_id] = seq

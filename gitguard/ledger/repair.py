@@ -202,7 +202,7 @@ def _readable(raw: bytes) -> dict[str, Any] | None:
 def _call_of(record: dict[str, Any] | None) -> str | None:
     if record is None:
         return None
-    for key in ("entry", "change"):
+    for key in ("entry", "change", "mark"):
         part = record.get(key)
         if isinstance(part, dict) and isinstance(part.get("callId"), str):
             return str(part["callId"])
@@ -217,7 +217,7 @@ def _aside(plan: _Plan, number: int, offset: int, raw: bytes, reason: str,
                                 seq if isinstance(seq, int) else None, call_id), raw))
     if call_id is None or record is None or call_id in plan.latest:
         return
-    entry, change = record.get("entry"), record.get("change")
+    entry, change = record.get("entry"), record.get("change") or record.get("mark")
     if isinstance(entry, dict) and call_id not in plan.salvaged:
         plan.salvaged[call_id] = entry
     elif isinstance(change, dict) and call_id in plan.salvaged:    # its later fields

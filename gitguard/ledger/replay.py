@@ -46,6 +46,22 @@ class Verdict:
     why: str
 
 
+# Side effects a rewind can undo: files in the workspace. Anything else (a publish, a
+# push, a request, a process) happened outside and stays.
+LOCAL_EFFECTS = frozenset({"filesystem"})
+
+
+def external(entry: ToolLedgerEntry) -> bool:
+    """The call acts outside the workspace (or may: an unknown command is `external`)."""
+    return bool(set(entry.side_effects) - LOCAL_EFFECTS)
+
+
+def rewound_local(entry: ToolLedgerEntry) -> bool:
+    """The agent's own rewind dropped the call's turn, and it had no external effect:
+    nothing of it is left in the world the agent must not repeat (integrations/rewind.py)."""
+    return entry.rewound_at is not None and not external(entry)
+
+
 def blocks(entry: ToolLedgerEntry) -> bool:
     """`not verdict(entry).replayable`, without building the explanation (resume asks this
     of every call in a long ledger)."""
@@ -53,7 +69,8 @@ def blocks(entry: ToolLedgerEntry) -> bool:
     # policy is auto and it is not non-idempotent (the floor); spelled out, it is one
     # comparison per call instead of a max over ranks.
     return (entry.status in BLOCKING_STATUSES
-            and (entry.replay_policy != "auto" or entry.idempotency == "non_idempotent"))
+            and (entry.replay_policy != "auto" or entry.idempotency == "non_idempotent")
+            and not rewound_local(entry))
 
 
 def verdict(entry: ToolLedgerEntry) -> Verdict:
@@ -64,7 +81,14 @@ def verdict(entry: ToolLedgerEntry) -> Verdict:
         return Verdict(True, policy, "it never started")
     if entry.status == "failed":
         return Verdict(True, policy, "it failed; running it again is allowed")
+    if rewound_local(entry):
+        return Verdict(True, policy, f"it was rewound ({entry.rewound_by}) and had no "
+                                     "external effect; running it again is allowed")
     said = _STATUS_PHRASE.get(entry.status, f"it is {entry.status}")
     if entry.status not in BLOCKING_STATUSES or policy == "auto":
         return Verdict(True, policy, f"{said}; replay is safe: {reason}")
+    if entry.rewound_at is not None:
+        return Verdict(False, policy, f"{said}; {reason}; replay policy {policy}; it was "
+                                      "rewound in the conversation, but the rewind did not "
+                                      "undo its external effect")
     return Verdict(False, policy, f"{said}; {reason}; replay policy {policy}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gitguard.ledger.replay import rewound_local
 from gitguard.models import Checkpoint, ToolLedgerEntry
 
 NEVER_STARTED = "interrupted before the tool started; it did not run"
@@ -39,7 +40,9 @@ def last_completed(entries: list[ToolLedgerEntry], first_seq: Mapping[str, int],
     """
     steps: dict[str, list[ToolLedgerEntry]] = {}
     for e in entries:
-        if not e.tool_name.startswith("gitguard."):
+        # A call the agent's own rewind dropped, with no effect outside, is no longer part
+        # of the run (one with an external effect still happened: its step stays).
+        if not e.tool_name.startswith("gitguard.") and not rewound_local(e):
             steps.setdefault(e.step_id, []).append(e)
     done: tuple[str, int, int] | None = None        # step, first call's seq, last call's seq
     for step, calls in steps.items():

@@ -42,10 +42,14 @@ class CallFact:
     never_started: bool = False
     # What a probe found: "happened" / "not_happened" (the call is settled, `probe_said`
     # is its fact: "did publish x@1.2.0 (the registry lists it)"), or "unknown" (it stays
-    # uncertain; `probe_said` says why the probe `probe_command` could not tell).
+    # uncertain; `probe_said`: "its probe `CMD` could not tell (WHY)").
     probe_result: str | None = None
     probe_said: str | None = None
-    probe_command: str | None = None
+    # The agent's own rewind dropped the call's turn (integrations/rewind.py): by what,
+    # whether its files were put back ("restored"/"kept"), and whether it acted outside.
+    rewound_by: str | None = None
+    rewound_files: str | None = None
+    external: bool = False
 
     @property
     def label(self) -> str:
@@ -96,10 +100,28 @@ def _idempotency_phrase(value: str) -> str:
             "idempotent": "it is idempotent"}.get(value, f"it is {value}")
 
 
+def _rewound_line(call: CallFact, shown: str) -> str:
+    files = {"restored": "its file changes were undone",
+             "kept": "its file changes are still in the workspace (check them with "
+                     "`gitguard status`)"}.get(call.rewound_files or "", "it changed no file")
+    return (f"Tool {call.label}{shown} was rewound ({call.rewound_by}): {files}; it may be "
+            "run again.")
+
+
 def call_line(call: CallFact) -> str:
     if call.never_started:
         return f"Tool {call.label} was planned but never started: it did not run."
     shown = f" `{call.summary}`" if call.summary else ""
+    if call.rewound_by and not call.external:
+        return _rewound_line(call, shown)
+    line = _line(call, shown)
+    if call.rewound_by:
+        line += (f" It was rewound in the conversation ({call.rewound_by}), but the rewind "
+                 "did not undo its external effect: do not repeat it.")
+    return line
+
+
+def _line(call: CallFact, shown: str) -> str:
     if call.probe_result == "happened" and call.status == "succeeded":
         return f"Tool {call.label}{shown} {call.probe_said}: do not repeat."
     if call.probe_result == "not_happened" and call.status == "failed":
@@ -107,8 +129,8 @@ def call_line(call: CallFact) -> str:
     if call.status == "uncertain":
         check = outside_check(call)
         tail = check if check.startswith("it is safe") else f"{check} before doing anything"
-        probed = (f"; its probe `{call.probe_command}` could not tell ({call.probe_said})"
-                  if call.probe_result == "unknown" else "")
+        probed = (f"; {call.probe_said}"
+                  if call.probe_result == "unknown" and call.probe_said else "")
         return (f"Tool {call.label} started but its outcome is unknown: "
                 f"{_idempotency_phrase(call.idempotency)}{probed}; {tail}.")
     ran = f" ran `{call.summary}`" if call.summary else " ran"

@@ -9,8 +9,12 @@ environment (never written anywhere); the run's argv, exit code and trimmed outp
 redacted, are kept as an artifact. A run that reads as "it happened" settles the call
 `succeeded`, "it did not" settles it `failed` (legal: uncertain -> succeeded | failed), with
 `probedAt`, `probeResult` and `probeRef`. Anything else (a timeout, an absent command, an
-unexpected exit code, output neither reading matches) leaves the call uncertain: the
+unexpected exit code, output neither reading matches) leaves the call uncertain, recorded
+all the same (`probedAt`, `probeResult` "unknown", the evidence, and why in its note): the
 recovery note says the probe could not tell and why, and gives today's advice.
+
+Probes run outside the store lock (`run_all`): planning reads under it, recording takes it
+again and re-reads the ledger, so a call settled meanwhile is not overwritten.
 """
 
 from __future__ import annotations
@@ -311,35 +315,65 @@ def effect_words(probe: Probe) -> str:
 
 # --- probing calls and recording what was found ---------------------------------------
 
-def probe_calls(g: GuardContext, state: journal.LedgerState,
-                entries: Sequence[ToolLedgerEntry]) -> dict[str, Outcome]:
-    """Probe uncertain calls in parallel and record what was found. Under the store lock."""
+def plan_all(g: GuardContext, entries: Sequence[ToolLedgerEntry]) -> dict[str, Probe | str]:
+    """The probe of each uncertain call, or why it has none. Reads only (under the lock)."""
     plans: dict[str, Probe | str] = {}
     for entry in entries:
         try:
             plans[entry.call_id] = plan(g, entry)
         except GitguardError as exc:        # a config error must not stop resume
             plans[entry.call_id] = f"{exc.message} ({exc.hint})"
+    return plans
+
+
+def run_all(g: GuardContext, plans: Mapping[str, Probe | str]) -> dict[str, _Run]:
+    """Run the planned probes in parallel, each bounded by its timeout. Outside the store
+    lock: hooks and other commands must not wait for a slow registry."""
     ready = [p for p in plans.values() if isinstance(p, Probe)]
-    runs: dict[str, _Run] = {}
-    if ready:
-        with ThreadPoolExecutor(max_workers=min(8, len(ready)),
-                                thread_name_prefix="gitguard-probe") as pool:
-            for probe, run in zip(ready, pool.map(lambda p: _run(p, g.ws.root), ready),
-                                  strict=True):
-                runs[probe.call_id] = run
+    if not ready:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(8, len(ready)),
+                            thread_name_prefix="gitguard-probe") as pool:
+        return {probe.call_id: run for probe, run in
+                zip(ready, pool.map(lambda p: _run(p, g.ws.root), ready), strict=True)}
+
+
+def record(g: GuardContext, state: journal.LedgerState, plans: Mapping[str, Probe | str],
+           runs: Mapping[str, _Run]) -> dict[str, Outcome]:
+    """What the runs found, recorded against the ledger as it is now (`state`, read under
+    the lock after the probes ran): a call someone settled meanwhile is left as they
+    settled it."""
     outcomes = {call_id: Outcome(call_id, None, planned) for call_id, planned in plans.items()
                 if isinstance(planned, str)}
-    found = {p.call_id: (p, runs[p.call_id], *judge(p, runs[p.call_id])) for p in ready}
-    outcomes.update(_record(g, state, {e.call_id: e for e in entries}, found))
+    found: dict[str, tuple[Probe, _Run, ProbeResult, str]] = {}
+    for call_id, planned in plans.items():
+        if not isinstance(planned, Probe):
+            continue
+        run = runs[call_id]
+        result, why = judge(planned, run)
+        now = state.entries.get(call_id)
+        if now is None or now.status != "uncertain":
+            said = now.status if now is not None else "gone"
+            outcomes[call_id] = Outcome(call_id, result, f"{why}; not recorded: the call was "
+                                        f"settled meanwhile ({said})", planned, run.exit_code,
+                                        run.stdout[:_KEEP], run.stderr[:_KEEP], settled=now)
+            continue
+        found[call_id] = (planned, run, result, why)
+    outcomes.update(_record(g, state, {c: state.entries[c] for c in found}, found))
     return outcomes
+
+
+def could_not_tell(probe: Probe, why: str) -> str:
+    """The ledger's note of a call a probe could not settle, which the recovery note repeats."""
+    return f"its probe `{probe.display}` could not tell ({why})"
 
 
 def _record(g: GuardContext, state: journal.LedgerState, entries: Mapping[str, ToolLedgerEntry],
             found: Mapping[str, tuple[Probe, _Run, ProbeResult, str]]) -> dict[str, Outcome]:
-    """The evidence (one artifact append per session), then the settled calls (one ledger
-    append), then the trace: a crash in between leaves evidence no record names, and the
-    call uncertain for the next resume to probe again."""
+    """The evidence (one artifact append per session), then the probed calls (one ledger
+    append: settled, or still uncertain with why), then the trace: a crash in between
+    leaves evidence no record names, and the call uncertain for the next resume to probe
+    again. Under the store lock."""
     if not found:
         return {}
     now = clock.stamp()
@@ -373,8 +407,14 @@ def _record(g: GuardContext, state: journal.LedgerState, entries: Mapping[str, T
                                  _fact(probe, result, why))
             done = done.model_copy(update={"probed_at": now, "probe_result": result,
                                            "probe_ref": refs[call_id]})
-            settled.append(done)
             outcome = replace(outcome, settled=done)
+        else:
+            # It stays uncertain, and the ledger says it was asked and why it could not
+            # tell: an unsettled event, the evidence beside it.
+            done = entry.model_copy(update={"probed_at": now, "probe_result": result,
+                                            "probe_ref": refs[call_id],
+                                            "note": could_not_tell(probe, why)})
+        settled.append(done)
         outcomes[call_id] = outcome
     if settled:
         journal.append_entries(g.store, state, settled)

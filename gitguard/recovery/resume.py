@@ -19,8 +19,9 @@ from gitguard import clock, faults
 from gitguard.calls import timeline
 from gitguard.errors import GitguardError, IllegalTransition, UnknownId
 from gitguard.git.objects import TreeResult
+from gitguard.integrations import rewind
 from gitguard.ledger import journal, sessions
-from gitguard.ledger.replay import Verdict, blocks, never_ran, verdict
+from gitguard.ledger.replay import Verdict, blocks, external, never_ran, verdict
 from gitguard.ledger.steps import NEVER_STARTED, OPEN_STATUSES, last_completed
 from gitguard.models import ToolLedgerEntry
 from gitguard.recovery import note as recovery_note
@@ -65,15 +66,13 @@ class CallView:
 
     def fact(self) -> recovery_note.CallFact:
         e = self.entry
-        result, said, command = e.probe_result, e.note, None
-        if result is None and self.probe is not None and self.probe.probe is not None:
-            # Ran and could not tell: the call stays uncertain, the note says why.
-            result, said, command = "unknown", self.probe.why, self.probe.probe.display
+        # A probe that could not tell left the call uncertain with its why in the note.
         return recovery_note.CallFact(
             call_id=e.call_id, tool=e.tool_name, status=e.status, summary=e.summary,
             idempotency=e.idempotency, side_effects=e.side_effects,
             error_summary=e.error_summary, never_started=never_started(e),
-            probe_result=result, probe_said=said, probe_command=command)
+            probe_result=e.probe_result, probe_said=e.note, rewound_by=e.rewound_by,
+            rewound_files=e.rewound_files, external=external(e))
 
     def to_json(self) -> dict[str, Any]:
         e = self.entry
@@ -83,7 +82,8 @@ class CallView:
                 "classificationReason": e.classification_reason,
                 "neverStarted": never_started(e), "replayable": self.verdict.replayable,
                 "why": self.verdict.why, "probedAt": e.probed_at, "probeResult": e.probe_result,
-                "probeRef": e.probe_ref,
+                "probeRef": e.probe_ref, "rewoundAt": e.rewound_at, "rewoundBy": e.rewound_by,
+                "rewoundFiles": e.rewound_files,
                 "probe": self.probe.to_json() if self.probe is not None else None}
 
 
@@ -134,6 +134,7 @@ def _session_entries(state: journal.LedgerState, session_id: str) -> list[ToolLe
 def resume(g: GuardContext, *, checkpoint_id: str | None = None,
            session_id: str | None = None) -> ResumeResult:
     started_clock = time.perf_counter()
+    rewind.detect_known(g, session_id)    # the agent's own rewinds, before anything is told
     with g.store.writing():
         # The workspace scan waits on `git status` (about 0.4 s at 100k files) while a
         # fresh process's ledger read is all Python (decode, validate 10,000 entries): the
@@ -162,19 +163,40 @@ def resume(g: GuardContext, *, checkpoint_id: str | None = None,
             _settle(g, state, index, sid, tree, opened)
             now = state.entries
             entries = [now[e.call_id] for e in entries]
-        outcomes, entries = _probe(g, state, entries)
-        check = check_workspace(g.snap, state, index, sid, choice.checkpoint, tree.tree,
-                                entries)
-        trace_log.emit(g.store, "recovery", "recovery.verify", session_id=sid,
-                       headMoved=check.head_then != check.head_now, changed=len(check.changed),
-                       conflicts=[c.record.path for c in check.conflicts])
-        result = _result(g, state, index, sid, choice, check, entries, outcomes)
-        faults.point("resume.before_done")
-        trace_log.emit(g.store, "recovery", "recovery.resume", session_id=sid,
-                       duration_ms=(time.perf_counter() - started_clock) * 1000,
-                       checkpointId=result.checkpoint_id, uncertain=list(result.uncertain),
-                       doNotRepeat=len(result.do_not_repeat),
-                       conflicts=len(check.conflicts))
+        plans = probes.plan_all(g, [e for e in entries if e.status == "uncertain"])
+        if not any(isinstance(p, probes.Probe) for p in plans.values()):
+            return _finish(g, state, index, sid, choice, tree, entries,
+                           probes.record(g, state, plans, {}), started_clock)
+    # The probes run without the lock (each up to its timeout): the hooks and commands
+    # of every session go on meanwhile. Their answers are recorded under it again.
+    runs = probes.run_all(g, plans)
+    with g.store.writing():
+        state = journal.read(g.store)
+        index = checkpoints.read_index(g.store)
+        outcomes = probes.record(g, state, plans, runs)
+        for outcome in outcomes.values():
+            if outcome.settled is not None and outcome.probe is not None \
+                    and outcome.settled.probe_ref == outcome.evidence_ref:
+                _reword_conflicts(g, outcome.call_id, "uncertain", outcome.settled.status)
+        return _finish(g, state, index, sid, choice, tree, _session_entries(state, sid),
+                       outcomes, started_clock)
+
+
+def _finish(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index, sid: str,
+            choice: Choice, tree: TreeResult, entries: list[ToolLedgerEntry],
+            outcomes: dict[str, probes.Outcome], started_clock: float) -> ResumeResult:
+    """Check the workspace and tell the result. Under the store lock."""
+    check = check_workspace(g.snap, state, index, sid, choice.checkpoint, tree.tree, entries)
+    trace_log.emit(g.store, "recovery", "recovery.verify", session_id=sid,
+                   headMoved=check.head_then != check.head_now, changed=len(check.changed),
+                   conflicts=[c.record.path for c in check.conflicts])
+    result = _result(g, state, index, sid, choice, check, entries, outcomes)
+    faults.point("resume.before_done")
+    trace_log.emit(g.store, "recovery", "recovery.resume", session_id=sid,
+                   duration_ms=(time.perf_counter() - started_clock) * 1000,
+                   checkpointId=result.checkpoint_id, uncertain=list(result.uncertain),
+                   doNotRepeat=len(result.do_not_repeat),
+                   conflicts=len(check.conflicts))
     return result
 
 
@@ -231,24 +253,6 @@ def _settle(g: GuardContext, state: journal.LedgerState, index: checkpoints.Inde
                    neverStarted=[e.call_id for e in settled if e.status == "failed"])
 
 
-def _probe(g: GuardContext, state: journal.LedgerState, entries: list[ToolLedgerEntry]
-           ) -> tuple[dict[str, probes.Outcome], list[ToolLedgerEntry]]:
-    """Probe the session's uncertain calls (each bounded by its timeout, in parallel):
-    those a probe settles come back succeeded or failed."""
-    uncertain = [e for e in entries if e.status == "uncertain"]
-    if not uncertain:
-        return {}, entries
-    outcomes = probes.probe_calls(g, state, uncertain)
-    for entry in uncertain:
-        settled = outcomes[entry.call_id].settled
-        if settled is not None:
-            _reword_conflicts(g, entry, settled.status)
-    if any(o.settled is not None for o in outcomes.values()):
-        now = state.entries
-        entries = [now[e.call_id] for e in entries]
-    return outcomes, entries
-
-
 def _resume_checkpoint(g: GuardContext, state: journal.LedgerState, index: checkpoints.Index,
                        session_id: str, tree: TreeResult) -> str:
     """The snapshot that closes the interrupted calls' window; a crashed resume's is reused."""
@@ -283,8 +287,10 @@ def _result(g: GuardContext, state: journal.LedgerState, index: checkpoints.Inde
             calls.append(e)
             uncertain.append(e.call_id)
         elif status not in OPEN_STATUSES:
-            # A call denied before it ran is told whenever it was: the agent may retry it.
-            if horizon is None or first_seq.get(e.call_id, 0) > horizon or never_started(e):
+            # A call denied before it ran is told whenever it was: the agent may retry it;
+            # so is one the agent's own rewind dropped: what it left behind is news.
+            if horizon is None or first_seq.get(e.call_id, 0) > horizon or never_started(e) \
+                    or (e.rewound_at is not None and bool(e.side_effects)):
                 calls.append(e)
             else:
                 before += 1
@@ -363,7 +369,7 @@ def reconcile(g: GuardContext, call_id: str, status: str, note: str | None = Non
         said = note or f"reconciled as {status} after checking outside"
         settled = probes.settle_fields(entry, status, said)
         journal.append_entries(g.store, state, [settled])
-        _reword_conflicts(g, entry, status)
+        _reword_conflicts(g, call_id, entry.status, status)
         trace_log.emit(g.store, "recovery", "recovery.reconcile", session_id=entry.session_id,
                        callId=call_id, status=status, note=said)
     return settled
@@ -371,29 +377,31 @@ def reconcile(g: GuardContext, call_id: str, status: str, note: str | None = Non
 
 def reconcile_by_probe(g: GuardContext, call_id: str) -> probes.Outcome:
     """Run an uncertain call's probe now (`reconcile --probe`) and settle it when the probe
-    can tell; GitguardError when the call has no probe."""
+    can tell; GitguardError when the call has no probe. The probe runs without the lock."""
     with g.store.writing():
-        state = journal.read(g.store)
-        entry = _uncertain(state, call_id)
-        outcome = probes.probe_calls(g, state, [entry])[call_id]
-        if outcome.probe is None:
-            raise GitguardError(
-                f"{entry.tool_name} ({call_id}) has no probe: {outcome.why}",
-                f"declare probe = [...] under [tools.{entry.tool_name}] (or a "
-                "[commands.\"GLOB\"] table) in .gitguard.toml, or check by hand and run "
-                f"`gitguard reconcile {call_id} --status succeeded|failed`")
-        if outcome.settled is not None:
-            _reword_conflicts(g, entry, outcome.settled.status)
+        entry = _uncertain(journal.read(g.store), call_id)
+        planned = probes.plan_all(g, [entry])
+    if not isinstance(planned[call_id], probes.Probe):
+        raise GitguardError(
+            f"{entry.tool_name} ({call_id}) has no probe: {planned[call_id]}",
+            f"declare probe = [...] under [tools.{entry.tool_name}] (or a "
+            "[commands.\"GLOB\"] table) in .gitguard.toml, or check by hand and run "
+            f"`gitguard reconcile {call_id} --status succeeded|failed`")
+    runs = probes.run_all(g, planned)
+    with g.store.writing():
+        outcome = probes.record(g, journal.read(g.store), planned, runs)[call_id]
+        if outcome.settled is not None and outcome.settled.probe_ref == outcome.evidence_ref:
+            _reword_conflicts(g, call_id, "uncertain", outcome.settled.status)
     return outcome
 
 
-def _reword_conflicts(g: GuardContext, entry: ToolLedgerEntry, status: str) -> None:
+def _reword_conflicts(g: GuardContext, call_id: str, was: str, status: str) -> None:
     """Pending conflicts that blame this call for never finishing say how it was settled
     (they stay conflicts: what it wrote was never recorded)."""
-    old = timeline.interrupted_reason(entry.call_id, entry.status)
-    new = timeline.interrupted_reason(entry.call_id, status)
+    old = timeline.interrupted_reason(call_id, was)
+    new = timeline.interrupted_reason(call_id, status)
     stale = [c.model_copy(update={"reason": new}) for c in conflict_store.read(g.store)
-             if c.resolution == "pending" and c.call_id == entry.call_id and c.reason == old]
+             if c.resolution == "pending" and c.call_id == call_id and c.reason == old]
     conflict_store.record(g.store, stale)
 
 
@@ -421,6 +429,7 @@ def explain(g: GuardContext, session_id: str | None = None) -> Explanation:
     """Read-only: the calls of a session, which may run again and why, and what resume would use."""
     if not g.store.exists():
         return Explanation(None, (), None)
+    rewind.detect_known(g, session_id)
     state = journal.read(g.store)
     index = checkpoints.read_index(g.store)
     sid = target_session(g.store, state, session_id)

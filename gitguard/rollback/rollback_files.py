@@ -589,6 +589,9 @@ def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False,
     `paths`: only these (`--path`: one file put back from a safety checkpoint)."""
     only = {safe_relpath(g.ws, p) for p in paths}
     started_clock = time.perf_counter()
+    from gitguard.integrations import rewind
+
+    rewind.detect_known(g)          # what the agent's own rewind put back is not undone again
     # A running daemon records what it saw first and leaves our own writes unattributed;
     # it takes the store lock for that, so this comes before ours.
     with api_client.restoring(g, dry_run), g.store.writing():

@@ -360,3 +360,67 @@ def test_reconcile_probe_of_a_call_without_a_probe_says_how_to_declare_one(
     assert done.returncode == 1
     assert done.stderr.startswith(f"Error: send_email ({call_id}) has no probe: ")
     assert "declare probe = [...] under [tools.send_email]" in done.stderr
+
+
+# --- a probe that cannot tell is recorded; probes run without the store lock ----------
+
+def test_a_probe_that_cannot_tell_is_recorded_and_the_call_stays_uncertain(
+        repo: Path) -> None:
+    call_id = _declared(repo, 'probe = ["sh", "-c", "echo login required >&2; exit 3"]')
+    line = _uncertain_line(repo, call_id)
+    entry = _entry(repo, call_id)
+    assert (entry["status"], entry["probeResult"]) == ("uncertain", "unknown")
+    assert entry["probedAt"] and entry["probeRef"].startswith("artifacts/probe_")
+    assert entry["note"] == ("its probe `sh -c 'echo login required >&2; exit 3'` could not "
+                             "tell (it exited 3 and its output matches neither reading: login "
+                             "required)")
+    assert entry["note"] in line
+    evidence = json.loads(Store(discover(repo)).read_artifact(entry["probeRef"]))
+    assert (evidence["probeResult"], evidence["exitCode"]) == ("unknown", 3)
+    assert "login required" in evidence["stderr"]
+    # The ledger says it; `verify` accepts the event; a later settle is still legal.
+    assert gg(repo, "verify").returncode == 0
+    gg(repo, "reconcile", call_id, "--status", "failed")
+    assert _entry(repo, call_id)["status"] == "failed"
+
+
+def test_a_hung_probe_is_recorded_with_why_and_no_evidence_output(repo: Path) -> None:
+    call_id = _declared(repo, 'probe = ["sleep", "60"]', timeout=0.5)
+    _uncertain_line(repo, call_id)
+    entry = _entry(repo, call_id)
+    assert entry["probeResult"] == "unknown"
+    assert entry["note"] == ("its probe `sleep 60` could not tell (it did not answer within "
+                             "0.5 s and was stopped)")
+    evidence = json.loads(Store(discover(repo)).read_artifact(entry["probeRef"]))
+    assert evidence["exitCode"] is None and evidence["error"].startswith("it did not answer")
+
+
+def test_probes_run_without_the_store_lock_and_never_overwrite_a_settled_call(
+        repo: Path, tmp_path: Path) -> None:
+    started, release = tmp_path / "probe.started", tmp_path / "probe.release"
+    call_id = _declared(repo, f'probe = ["sh", "-c", "touch {started}; while [ ! -e '
+                              f'{release} ]; do sleep 0.05; done; exit 0"]', timeout=120)
+    resume = subprocess.Popen([sys.executable, "-m", "gitguard", "resume", "--json"],
+                              cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        wait_for("the probe to start", started.exists)
+        # The probe hangs; the store is free: another command writes the ledger, and a
+        # person settles the very call the probe is asking about.
+        other = gg(repo, "call", "begin", "--tool", "Read", "--input", '{"file_path": "x"}',
+                   "--json")
+        gg(repo, "reconcile", call_id, "--status", "failed", "--note", "checked by hand")
+        assert resume.poll() is None                 # resume is still waiting on its probe
+    finally:
+        release.write_text("")
+    out, err = resume.communicate(timeout=120)
+    assert resume.returncode == 0, out + err
+    # The probe said "happened" (exit 0), but the person's answer came first and stays.
+    entry = _entry(repo, call_id)
+    assert (entry["status"], entry["note"], entry["probeResult"]) == \
+        ("failed", "checked by hand", None)
+    probe = next(p for p in json.loads(out)["probes"] if p["callId"] == call_id)
+    assert probe["probeResult"] == "happened" and probe["status"] == "failed"
+    assert "not recorded: the call was settled meanwhile (failed)" in probe["why"]
+    assert json.loads(other.stdout)["callId"] in [e["callId"] for e in json.loads(
+        gg(repo, "ledger", "--json").stdout)]

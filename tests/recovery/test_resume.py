@@ -330,3 +330,18 @@ def test_demo_chapter_kills_resumes_and_refuses(repo: Path) -> None:
     assert "Error: Bash with this input already ran as call_1 (uncertain at" in text
     assert "(exit code 4)" in text
     assert "-> succeeded; it stays on the do-not-repeat list" in text
+
+
+def test_a_step_whose_post_checkpoint_was_written_is_completed_without_calls(
+        repo: Path) -> None:
+    """Issue 30 item 3: `checkpoint --kind post --step step_1` (no call), then two calls of
+    step_2 interrupted: the last completed step is step_1, not "none yet"."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    gg(repo, "session", "start")
+    gg(repo, "checkpoint", "--kind", "post", "--step", "step_1")
+    for n in (1, 2):
+        gg(repo, "call", "begin", "--tool", "Bash", "--step", "step_2",
+           "--input", json.dumps({"command": f"make part{n}"}))
+    note = json.loads(gg(repo, "resume", "--json").stdout)["recoveryNote"]
+    assert "Last completed step: step_1.\n" in note
+    assert note.count("started but its outcome is unknown") == 2
