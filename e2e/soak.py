@@ -59,7 +59,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -481,6 +480,8 @@ class Counts:
     user_lines_lost_merge: int = 0
     user_lines_window_reverted: int = 0     # written inside an unpredictable command's window
     user_lines_window_merged: int = 0
+    user_lines_agent_removed: int = 0       # not user lines: an agent call removed them
+    user_lines_agent_removed_back: int = 0  # ... and the rollback or a merge put them back
     user_deleted: int = 0
     user_deleted_back: int = 0
     user_deleted_back_merge: int = 0
@@ -499,7 +500,7 @@ class Counts:
     failures: list[str] = field(default_factory=list)
 
 
-def check(seed: int, repo: Any, p: Plan, run_checks: Iterator[None] | None = None) -> Counts:
+def check(seed: int, repo: Any, p: Plan) -> Counts:
     """After the session: rollback, merges, undo, and every count (see the docstring)."""
     c = Counts(seed, calls=p.calls)
     writes = p.user_writes()
@@ -523,8 +524,10 @@ def check(seed: int, repo: Any, p: Plan, run_checks: Iterator[None] | None = Non
     added: set[str] = set()
     deleted: dict[str, set[str]] = {}
     claimed: set[str] = set()             # added or deleted inside an unpredictable window
+    user_gone: set[str] = set()
     for w in writes:
         gone = _lines(w.before) - _lines(w.after)
+        user_gone |= set(gone)
         new = set(_lines(w.after) - _lines(w.before))
         added |= new
         deleted.setdefault(w.path, set()).update(gone)
@@ -536,6 +539,10 @@ def check(seed: int, repo: Any, p: Plan, run_checks: Iterator[None] | None = Non
     user_deleted = {(rel, line) for rel, lines in deleted.items() for line in lines
                     if line not in _text(pre.get(rel)).split("\n")}
     c.user_lines, c.user_deleted = len(user_lines), len(user_deleted)
+    # not counted as user lines: those an agent call removed (rm, mv, a Write, sed) before
+    # the rollback; how many of them the rollback and the merges bring back is told apart
+    agent_removed = {line for line in added if line not in pre_where and line not in user_gone}
+    c.user_lines_agent_removed = len(agent_removed)
     tainted = set(user_paths)
     for src, dst in p.moves:
         if src in user_paths or dst in user_paths:
@@ -604,6 +611,7 @@ def check(seed: int, repo: Any, p: Plan, run_checks: Iterator[None] | None = Non
             else:
                 c.user_lines_lost_merge += 1
                 fail(f"--merge dropped a user line of {rel}: {line!r}")
+    c.user_lines_agent_removed_back = len(agent_removed & present_merged)
     for rel, line in sorted(user_deleted):
         text = _text(merged.get(rel))
         if rel not in merged_exit0 and rel in conflicted:
@@ -636,9 +644,9 @@ def check(seed: int, repo: Any, p: Plan, run_checks: Iterator[None] | None = Non
         fail(f"the undo is not byte-exact: {diff[:10]}")
     states = {"after the rollback+merges": after_merge, "after the undo": git_state(root, env)}
     c.git_untouched = True
-    for when, state in states.items():
+    for when, now in states.items():
         for key in git_before:
-            if state[key] != git_before[key]:
+            if now[key] != git_before[key]:
                 c.git_untouched = False
                 fail(f"{key} changed ({when})")
     if bad := fsck_clean(root, env):
@@ -702,13 +710,11 @@ def log(c: Counts) -> None:
 
 def summary(path: str) -> str:
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    total: Counter[str] = Counter()
+    total: dict[str, float] = {}
     for r in rows:
         for k, v in r.items():
-            if isinstance(v, bool):
-                total[k] += int(v)
-            elif isinstance(v, (int, float)) and k != "seed":
-                total[k] += v
+            if isinstance(v, bool | int | float) and k != "seed":
+                total[k] = total.get(k, 0) + v
     failed = sorted(r["seed"] for r in rows if r["failures"])
     secs = sorted(r["seconds"] for r in rows)
     lines = [f"{len(rows)} seeds, {len(failed)} failed: {failed}"]
@@ -716,8 +722,10 @@ def summary(path: str) -> str:
     if secs:
         lines.append(f"  seconds per seed: median {secs[len(secs) // 2]}, max {secs[-1]}, "
                      f"sum {round(sum(secs))}")
-    for seed in failed:
-        lines.append(f"  seed {seed}: {REPRO.format(seed=seed)}")
+    for r in rows:
+        if r["failures"]:
+            lines.append(f"  seed {r['seed']}: {r['failures'][0][:160]}")
+            lines.append(f"    {REPRO.format(seed=r['seed'])}")
     return "\n".join(lines)
 
 
