@@ -21,10 +21,14 @@ Definitions (what the counts count):
   before the rollback, at any path (an agent `mv` may have carried it). A line the agent
   later rewrote (a `sed` suffix on it, a Write without it, an `rm` of its file) is not
   counted: it is not the user's any more.
-- A user line is *lost* when it is in no file of the tree after the rollback (and again
-  after the merges). One lost on a path the rollback lists in `windowReverted` (a
-  command whose writes cannot be read from its words ran while the user wrote) is
-  counted apart: listed, with the call, and put back by the undo.
+- A user line is *lost* when it is in no file of the tree after the rollback, or when the
+  rollback kept it and a merge dropped it. Counted apart, as the documented cost of
+  window attribution (docs/rollback.md, Ownership): a line the person added or deleted
+  WHILE a command whose writes cannot be read from its words ran (the slow `sh
+  wait.sh` step) is that command's on window confidence. The rollback may revert it only
+  on a path it lists in `windowReverted` (else it is lost, and fails the seed); a merge
+  may take it out as the command's hunk (`user_lines_window_merged`). Also apart (item 4
+  of issue 31, moves): a line lost at the destination of an agent `mv`.
 - A *user-deleted line* is a line a user write removed from a path (the person only
   deletes lines that occur once in the file) that is still absent from that path right
   before the rollback. It is *back* when that path holds it after the rollback, or after
@@ -569,8 +573,12 @@ def check(seed: int, repo: Any, p: Plan) -> Counts:
     present = all_text(rolled)
     for line, rel in sorted(user_lines.items()):
         if line not in present:
-            if line in claimed:
+            if line in claimed and rel in window:
                 c.user_lines_window_reverted += 1
+            elif line in claimed:
+                c.user_lines_lost += 1
+                fail(f"rollback took a user line written during a command's window from {rel} "
+                     f"and did not list the path in windowReverted: {line!r}")
             elif rel in moved_to:
                 c.user_lines_lost_moved += 1
                 fail(f"rollback lost a user line of {rel} (where an agent mv put it): "
@@ -580,7 +588,7 @@ def check(seed: int, repo: Any, p: Plan) -> Counts:
                 fail(f"rollback lost a user line of {rel}: {line!r}")
     for rel, line in sorted(user_deleted):
         if line in _text(rolled.get(rel)).split("\n"):
-            if line in claimed:
+            if line in claimed and rel in window:
                 c.user_deleted_window_back += 1
             else:
                 c.user_deleted_back += 1
