@@ -69,8 +69,17 @@ e2e: $(STAMP) $(E2E_STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
-soak: $(STAMP)
+# The library soak, then the session fuzz through the real Claude Code CLI (e2e/soak.py):
+# GITGUARD_SOAK_SEEDS seeds (`make e2e` runs 3), each one session of ~35 tool calls and
+# ~18 user writes; the counts of every seed go to .soak/e2e-soak.jsonl, summed at the end.
+SOAK_SEEDS ?= 0-199
+soak: $(STAMP) $(E2E_STAMP)
 	GITGUARD_SOAK_TRIALS=10000 $(BIN)/python -m pytest -q -p no:cacheprovider tests -m soak
+	mkdir -p .soak && rm -f .soak/e2e-soak.jsonl
+	GITGUARD_SOAK_SEEDS=$(SOAK_SEEDS) GITGUARD_SOAK_LOG=.soak/e2e-soak.jsonl \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -c e2e/pytest.ini \
+		e2e/test_soak.py; status=$$?; \
+		$(BIN)/python -m e2e.soak summary .soak/e2e-soak.jsonl; exit $$status
 
 clean:
-	rm -rf $(VENV) build .bench gitguard/nativeclient
+	rm -rf $(VENV) build .bench .soak gitguard/nativeclient

@@ -3,8 +3,12 @@
 The model records the working tree at every checkpoint. A change counts as the
 user's when it happened between checkpoints outside every call window (what
 gitguard can observe without the daemon); as the agent's when it happened inside
-a call's pre→post window. After rolling back to checkpoint k, for a path the agent
-changed after k, with "found" its content right before the agent's first change:
+a call's pre→post window, except for a call that names the one file it writes (an
+Edit, `cat > a.txt`): in its window only that file's change is the call's, and what
+the user changes meanwhile on other paths (before, between and after its write) stays
+the user's. User edits come before, between, during and after calls. After rolling
+back to checkpoint k, for a path the agent changed after k, with "found" its content
+right before the agent's first change:
 - when only the agent changed it since that change, it holds "found" (the user's
   edits made before the agent's first write included);
 - otherwise it is byte-identical to before the rollback, and listed as a conflict
@@ -38,15 +42,31 @@ CONTENTS = [b"", b"one\n", b"two\nlines\n", b"caf\xe9 latin-1\n", b"\x00\x01bina
             b"long line\n" * 40]
 TARGETS = [b"a.txt", b"nowhere", b"d/c.txt", b"../outside"]
 
-op = st.one_of(
-    st.tuples(st.just("write"), st.sampled_from(PATHS), st.sampled_from(CONTENTS)),
-    st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just(b"")),
-    st.tuples(st.just("chmod"), st.sampled_from(PATHS), st.just(b"")),
-    st.tuples(st.just("symlink"), st.sampled_from(PATHS), st.sampled_from(TARGETS)),
-)
+
+
+def ops_on(paths: list[str]) -> st.SearchStrategy[tuple[str, str, bytes]]:
+    return st.one_of(
+        st.tuples(st.just("write"), st.sampled_from(paths), st.sampled_from(CONTENTS)),
+        st.tuples(st.just("delete"), st.sampled_from(paths), st.just(b"")),
+        st.tuples(st.just("chmod"), st.sampled_from(paths), st.just(b"")),
+        st.tuples(st.just("symlink"), st.sampled_from(paths), st.sampled_from(TARGETS)),
+    )
+
+
+op = ops_on(PATHS)
 agent_step = st.tuples(st.just("agent"), st.lists(op, min_size=1, max_size=3))
+# A call that names the one file it writes (an Edit, or a shell command whose words say
+# it: `cat > a.txt`), while the user changes other paths inside its window: the first
+# action is the call's write, the rest the user's, made before and after it.
+FILES = ["a.txt", "d/c.txt"]
+during_step = st.tuples(
+    st.sampled_from(["during-edit", "during-shell"]),
+    st.tuples(st.sampled_from(FILES), st.sampled_from(CONTENTS)).flatmap(
+        lambda write: st.lists(ops_on([p for p in PATHS if p != write[0]]), min_size=1,
+                               max_size=3).map(lambda user: [("write", *write), *user])))
 step = st.one_of(
     agent_step, agent_step,                            # calls twice as often as the rest
+    during_step,
     st.tuples(st.just("user"), st.lists(op, min_size=1, max_size=2)),
     st.tuples(st.just("checkpoint"), st.just([])),
     st.tuples(st.just("rollback"), st.just([])),   # to a checkpoint picked from the history
@@ -71,13 +91,20 @@ class History:
 
     def __init__(self) -> None:
         self.points: list[tuple[str, dict[str, Entry]]] = []   # (checkpoint id, tree then)
-        self.windows: set[tuple[int, int]] = set()             # (pre, post) indexes
+        # (pre, post) indexes -> the paths the call owns there (None: all that changed)
+        self.windows: dict[tuple[int, int], frozenset[str] | None] = {}
 
     def add(self, checkpoint_id: str, tree: dict[str, Entry]) -> None:
         self.points.append((checkpoint_id, tree))
 
-    def close_window(self) -> None:
-        self.windows.add((len(self.points) - 2, len(self.points) - 1))
+    def close_window(self, owns: frozenset[str] | None = None) -> None:
+        self.windows[(len(self.points) - 2, len(self.points) - 1)] = owns
+
+    def agents(self, window: tuple[int, int], path: str) -> bool:
+        if window not in self.windows:
+            return False
+        owns = self.windows[window]
+        return owns is None or path in owns
 
     def changes(self, k: int, now: dict[str, Entry]
                 ) -> dict[str, list[tuple[bool, Entry | None]]]:
@@ -86,9 +113,9 @@ class History:
         observed = [tree for _, tree in self.points[k:]] + [now]
         found: dict[str, list[tuple[bool, Entry | None]]] = {}
         for i in range(len(observed) - 1):
-            agent = (k + i, k + i + 1) in self.windows
             for path in PATHS:
                 if observed[i].get(path) != observed[i + 1].get(path):
+                    agent = self.agents((k + i, k + i + 1), path)
                     found.setdefault(path, []).append((agent, observed[i].get(path)))
         return found
 
@@ -128,15 +155,37 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_repo(tmp_path_factory.mktemp("template") / "repo")
 
 
-@settings(max_examples=int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "25")), deadline=None,
-          database=None, suppress_health_check=[HealthCheck.too_slow,
-                                                HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(step, min_size=3, max_size=7),
-       picks=st.lists(st.integers(min_value=0, max_value=5), min_size=8, max_size=8))
+def rollback_settings(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+
+
+steps_strategy = st.lists(step, min_size=3, max_size=7)
+picks_strategy = st.lists(st.integers(min_value=0, max_value=5), min_size=8, max_size=8)
+
+
+@rollback_settings(int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "25")))
+@given(steps=steps_strategy, picks=picks_strategy)
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
         steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
-    root = tmp_path_factory.mktemp("case") / "repo"
+    run_case(tmp_path_factory.mktemp("case") / "repo", template, steps, picks)
+
+
+@pytest.mark.soak
+@pytest.mark.skipif("GITGUARD_SOAK_TRIALS" not in os.environ,
+                    reason="the long run is `make soak`'s")
+@rollback_settings(300)
+@given(steps=st.lists(step, min_size=3, max_size=12), picks=picks_strategy)
+def test_rollback_property_soak(
+        template: Path, tmp_path_factory: pytest.TempPathFactory,
+        steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
+    run_case(tmp_path_factory.mktemp("case") / "repo", template, steps, picks)
+
+
+def run_case(root: Path, template: Path, steps: list[tuple[str, list[tuple[str, str, bytes]]]],
+             picks: list[int]) -> None:
     shutil.copytree(template, root, symlinks=True)
     git_state = capture(root)
     guard = Guard(discover(root), Settings(untracked_size_cap=50_000))
@@ -151,6 +200,19 @@ def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
                 perform(root, action)
         elif kind == "rollback":
             checked_rollback(guard, root, history, picks[number] % len(history.points))
+        elif kind.startswith("during"):
+            event("a user edit inside a call's window")
+            (_, path, _), user = actions[0], actions[1:]
+            entry = (guard.begin_call("Edit", {"file_path": path}, writes=[path])
+                     if kind == "during-edit" else
+                     guard.begin_call("Bash", {"command": f"cat > {path}"}))
+            history.add(entry.pre_checkpoint_id or "", tree_state(root))
+            half = len(user) // 2
+            for action in [*user[:half], actions[0], *user[half:]]:
+                perform(root, action)
+            done = guard.end_call(entry.call_id, "succeeded")
+            history.add(done.post_checkpoint_id or "", tree_state(root))
+            history.close_window(frozenset([path]))
         else:
             entry = guard.begin_call("Bash", {"command": f"step {number}"})
             history.add(entry.pre_checkpoint_id or "", tree_state(root))
