@@ -1,5 +1,5 @@
 "use strict";
-// The timeline page's behaviour. The data is the <script type="application/json"> above:
+// The timeline page's behaviour. The data is the JSON script element above (#timeline-data):
 // gitguard.timeline/1, the same document `gitguard timeline --json` prints. Nothing is
 // fetched: rows are built from it a page at a time, and a diff enters the DOM only when
 // its button opens it.
