@@ -255,5 +255,6 @@
   axis();
   apply();
   if (location.hash.startsWith("#call-")) showCall(decodeURIComponent(location.hash.slice(6)));
+  document.body.dataset.readyMs = String(Math.round(performance.now()));  // for the bench
   document.body.dataset.ready = "true";
 })();
