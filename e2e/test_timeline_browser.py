@@ -158,20 +158,28 @@ def narrowed_to(page: Any, expected: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _call_ids_on_every_page(page: Any) -> list[str]:
+def _ids_on_every_page(page: Any, selector: str, read: str) -> list[str]:
     seen: list[str] = []
     while True:
-        seen += page.eval_on_selector_all("li[data-call-id]",
-                                          "els => els.map(e => e.dataset.callId)")
+        seen += page.eval_on_selector_all(selector, f"els => els.map(e => {read})")
         if page.is_disabled("#next"):
-            return seen
+            break
         page.click("#next")
+    while not page.is_disabled("#prev"):
+        page.click("#prev")
+    return seen
 
 
 def test_the_page_loads_with_no_console_error_and_no_request(opened: Opened,
                                                              recorded: Recorded) -> None:
     assert opened.requests == [recorded.page.as_uri()]
     assert opened.errors == []
+    # the user's edits between the turns and their git move are on the same time axis
+    users = opened.page.eval_on_selector_all("li.ev-user code",
+                                             "els => els.map(e => e.textContent)")
+    assert {"NOTES.md", "user.txt"} <= set(users), users
+    moves = opened.page.eval_on_selector_all("li.ev-git", "els => els.map(e => e.textContent)")
+    assert any("checkout" in m and "on review" in m for m in moves), moves
     text = recorded.page.read_text()
     assert TOKEN not in text and "[REDACTED:" in text       # redacted as in the ledger
 
@@ -181,7 +189,16 @@ def test_every_call_of_the_ledger_is_on_it_and_filters_narrow_it(opened: Opened,
     page, ledger = opened.page, recorded.ledger
     ids = [e["callId"] for e in ledger]
     assert len(ids) >= 9 and any(e["agentId"] for e in ledger), ledger   # the subagent's too
-    assert sorted(_call_ids_on_every_page(page)) == sorted(ids)
+    assert sorted(_ids_on_every_page(page, "li[data-call-id]", "e.dataset.callId")) == sorted(ids)
+    # every checkpoint too, each with the command that undoes it (back to the one before)
+    undo = dict(_ids_on_every_page(page, "li.ev-checkpoint", "[e.id.slice(5), e.querySelector("
+                                         "'[id^=undo-ckpt-]')?.textContent || null]"))
+    chain = recorded.repo.gg_json("checkpoints")
+    assert sorted(undo) == sorted(c["checkpointId"] for c in chain)
+    for earlier, later in zip(chain, chain[1:], strict=False):
+        if earlier["sessionId"] == later["sessionId"]:
+            assert undo[later["checkpointId"]] == (f"gitguard -C {recorded.repo.root} "
+                                                   f"rollback-files --to {earlier['checkpointId']}")
     page.click("button[type=reset]")
 
     page.select_option("#f-tool", "Edit")
@@ -236,14 +253,15 @@ def test_it_follows_the_colour_scheme_and_saves_a_screenshot(
         browser: Any, recorded: Recorded, tmp_path: Path) -> None:
     backgrounds = {}
     for scheme in ("light", "dark"):
-        context = browser.new_context(color_scheme=scheme, viewport={"width": 1280,
-                                                                     "height": 1500})
+        context = browser.new_context(color_scheme=scheme, viewport={"width": 1200,
+                                                                     "height": 1900})
         page = context.new_page()
         page.goto(recorded.page.as_uri())
         page.wait_for_selector("body[data-ready=true]")
         backgrounds[scheme] = page.evaluate("getComputedStyle(document.body).backgroundColor")
         if scheme == "light":
-            page.locator("button[data-diff]").first.click()
+            page.locator("button[data-diff]").nth(2).click()
+            page.evaluate("() => window.scrollTo(0, 0)")
             shot = tmp_path / "timeline.png"
             page.screenshot(path=str(shot), full_page=False)
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

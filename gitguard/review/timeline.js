@@ -40,7 +40,7 @@
   data.calls.forEach((c) => { counts[c.status] = (counts[c.status] || 0) + 1; });
   $("totals").textContent = `${data.calls.length} calls (` +
     (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ") || "none") + `), ${data.checkpoints.length} checkpoints, ` +
-    `${data.gitEvents.length} git events, ${data.userEdits.length} stretches of user edits between calls, ` +
+    `${data.gitEvents.length} git events, ${data.userEdits.length} user edits, ` +
     `${data.workingTree.length} paths changed now, ${data.conflicts.length} pending conflicts.`;
 
   $("sessions-list").innerHTML = data.sessions.map((s) => `
@@ -88,7 +88,7 @@
     }
     if (f.agent || f.tool || f.status) return false;  // those filters pick calls
     if (ev.kind === "checkpoint") return f.kinds.checkpoint && (!f.session || ev.ckpt.sessionId === f.session);
-    if (ev.kind === "user") return f.kinds.user && (!f.session || ev.edit.sessionId === f.session);
+    if (ev.kind === "user") return f.kinds.user && (!f.session || !ev.edit.sessionId || ev.edit.sessionId === f.session);
     return f.kinds.git && !f.session;
   }
   function filters() {
@@ -112,9 +112,8 @@
       const k = ev.ckpt;
       return `<li class="ev ev-checkpoint" id="ckpt-${esc(k.checkpointId)}"><div class="row1">
         <span class="time">${esc(time(k.createdAt))}</span><span>checkpoint <code>${esc(k.checkpointId)}</code></span>
-        <span class="muted">${esc(k.kind)}${k.stepId ? " · " + esc(k.stepId) : ""} · ${esc(k.sessionId)}</span></div>
-        <div class="actions undo">${k.undo ? undoBlock(`undo-ckpt-${k.checkpointId}`, k.undo, `undo what ${k.checkpointId} recorded (back to ${k.previousId})`) : ""}
-        ${undoBlock(`back-ckpt-${k.checkpointId}`, k.backTo, "back to here")}</div></li>`;
+        <span class="muted">${esc(k.kind)}${k.stepId ? " · " + esc(k.stepId) : ""}</span>
+        <span class="undo">${k.undo ? undoBlock(`undo-ckpt-${k.checkpointId}`, k.undo, "undo it") : `<span class="muted">the first of its session</span>`}</span></div></li>`;
     }
     if (ev.kind === "git") {
       const g = ev.git;
@@ -122,10 +121,11 @@
         <span>git ${esc(g.record === "commit" ? "commit" : g.kind)}</span><span class="summary mono">${esc(g.text)}</span></div></li>`;
     }
     const u = ev.edit;
-    return `<li class="ev ev-user"><div class="row1"><span class="time">${esc(time(u.at))}</span>
-      <span>changed between <a href="#call-${esc(u.afterCallId)}" data-goto="${esc(u.afterCallId)}">${esc(u.afterCallId)}</a> and
-      <a href="#call-${esc(u.beforeCallId)}" data-goto="${esc(u.beforeCallId)}">${esc(u.beforeCallId)}</a>, outside every call: the user's (or a git move's)</span></div>
-      <ul class="files">${u.paths.map((p) => `<li><code>${esc(p.path)}</code> ${esc(p.change)}</li>`).join("")}</ul></li>`;
+    const link = (id) => `<a href="#call-${esc(id)}" data-goto="${esc(id)}">${esc(id)}</a>`;
+    const what = u.afterCallId ? `changed between ${link(u.afterCallId)} and ${link(u.beforeCallId)}, outside every call: the user's (or a git move's)`
+      : "changed by the user (the watcher saw it)";
+    return `<li class="ev ev-user"><div class="row1"><span class="time">${esc(time(u.at))}</span><span>${what}</span></div>
+      <ul class="files">${u.paths.map((p) => `<li><code>${esc(p.path)}</code> ${esc(p.change)}${p.confidence ? ` (${esc(p.confidence)})` : ""}</li>`).join("")}</ul></li>`;
   }
   function undoBlock(id, command, label) {
     return `<span class="muted">${esc(label)}:</span> <code id="${esc(id)}">${esc(command)}</code>

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitguard import clock
+from gitguard.calls import attribution_log
 from gitguard.calls.attribution import USER, owner_words
 from gitguard.calls.lifecycle import patch_of
 from gitguard.errors import UnknownId
 from gitguard.ledger import git_moves, journal, sessions
-from gitguard.models import CheckpointIndexRow, Session, ToolLedgerEntry
+from gitguard.models import Attribution, CheckpointIndexRow, Session, ToolLedgerEntry
 from gitguard.rollback import conflicts
 from gitguard.snapshot import checkpoints
 
@@ -112,7 +113,7 @@ def collect(g: GuardContext, dirty: Sequence[Mapping[str, str]],
         "calls": [_call(g, e, turns.get(e.session_id, [])) for e in calls],
         "checkpoints": [_checkpoint(g, r, previous.get(r.checkpoint_id)) for r in kept_rows],
         "gitEvents": moves,
-        "userEdits": _user_edits(g, calls, position, rows),
+        "userEdits": _user_edits(g, calls, position, rows, start_at),
         "workingTree": [{**d, "ownerWords": owner_words(d["owner"], d["confidence"]),
                          "byUser": d["owner"] == USER} for d in dirty],
         "conflicts": _conflicts(g),
@@ -260,15 +261,31 @@ def _session(s: Session, calls: Sequence[ToolLedgerEntry], turns: list[dict[str,
 
 
 def _user_edits(g: GuardContext, calls: Sequence[ToolLedgerEntry], position: Mapping[str, int],
-                rows: Sequence[CheckpointIndexRow]) -> list[dict[str, Any]]:
-    """What changed between one call's end and the next call's start in its session: no
-    call's window held it, so it was the user's (or a git move's, listed with it). From
-    the checkpoints, as rollback reads them; a gap with the same tree costs nothing."""
+                rows: Sequence[CheckpointIndexRow], since: str) -> list[dict[str, Any]]:
+    """The user's changes: what the daemon's watcher gave the user (attribution.jsonl,
+    consecutive records one event), and what changed between one call's end and the next
+    call's start in its session, which no call's window held (from the checkpoints, as
+    rollback reads them; a gap with the same tree costs nothing), unless the watcher
+    already named that path there."""
+    seen = [a for a in attribution_log.read(g.store) if a.at >= since] \
+        if g.store.attribution_path.exists() else []
+    found: list[dict[str, Any]] = []
+    run: list[Attribution] = []
+    for record in [*seen, None]:
+        if record is not None and record.owner == USER:
+            run.append(record)
+            continue
+        if run:
+            found.append({"at": run[0].at, "source": "watcher", "sessionId": None,
+                          "afterCallId": None, "beforeCallId": None,
+                          "paths": [{"path": a.path, "change": "changed",
+                                     "confidence": a.confidence} for a in run]})
+            run = []
+    watched = [(a.path, a.at) for a in seen if a.owner == USER]
     by_session: dict[str, list[ToolLedgerEntry]] = {}
     for e in calls:
         if e.pre_checkpoint_id in position and not e.tool_name.startswith("gitguard."):
             by_session.setdefault(e.session_id, []).append(e)
-    found: list[dict[str, Any]] = []
     for session_calls in by_session.values():
         session_calls.sort(key=lambda e: position[e.pre_checkpoint_id or ""])
         for before, after in zip(session_calls, session_calls[1:], strict=False):
@@ -277,13 +294,16 @@ def _user_edits(g: GuardContext, calls: Sequence[ToolLedgerEntry], position: Map
             if start is None or start >= end:
                 continue
             old, new = rows[start], rows[end]
-            paths = _changed(g, old.snapshot_commit, new.snapshot_commit)
+            paths = [p for p in _changed(g, old.snapshot_commit, new.snapshot_commit)
+                     if not any(path == p["path"] and old.created_at <= at <= new.created_at
+                                for path, at in watched)]
             if paths:
-                found.append({"at": new.created_at, "sessionId": after.session_id,
+                found.append({"at": new.created_at, "source": "checkpoints",
+                              "sessionId": after.session_id,
                               "afterCallId": before.call_id, "beforeCallId": after.call_id,
                               "fromCheckpointId": old.checkpoint_id,
                               "toCheckpointId": new.checkpoint_id, "paths": paths})
-    found.sort(key=lambda edit: edit["at"])
+    found.sort(key=lambda edit: str(edit["at"]))
     return found
 
 
