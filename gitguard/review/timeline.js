@@ -56,7 +56,7 @@
     </article>`).join("") || "<p>No session is recorded.</p>";
   const others = data.worktrees.filter((w) => !w.current);
   $("worktrees").innerHTML = others.length ? `Other worktrees of this repository keep their own timeline: ` +
-    others.map((w) => `<code>${esc(w.command)}</code>`).join(", ") : "";
+    others.map((w) => w.store ? `<code>${esc(w.command)}</code>` : `<code>${esc(w.path)}</code> (nothing recorded)`).join(", ") : "";
 
   $("now-body").innerHTML = data.workingTree.map((d) => `<tr><td class="mono">${esc(d.path)}</td><td>${esc(d.change)}</td>
     <td>${d.byUser ? esc(d.ownerWords) : (byCall.has(d.owner) ? `<a href="#call-${esc(d.owner)}" data-goto="${esc(d.owner)}">${esc(d.ownerWords)}</a>` : esc(d.ownerWords))}</td></tr>`).join("");

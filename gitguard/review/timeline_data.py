@@ -14,23 +14,25 @@ Only the CLI's `timeline` command imports this module: nothing on the hooks' pat
 from __future__ import annotations
 
 import base64
+import os
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import pygit2
 
 from gitguard import clock
 from gitguard.calls import attribution_log
 from gitguard.calls.attribution import USER, owner_words
 from gitguard.calls.lifecycle import patch_of
-from gitguard.errors import UnknownId
+from gitguard.errors import GitguardError, UnknownId
+from gitguard.git.commands import run_git
 from gitguard.ledger import git_moves, journal, sessions
 from gitguard.models import Attribution, CheckpointIndexRow, Session, ToolLedgerEntry
 from gitguard.rollback import conflicts
 from gitguard.snapshot import checkpoints
+from gitguard.workspace import discover
 
 if TYPE_CHECKING:
     from gitguard.guard_context import GuardContext
@@ -347,25 +349,25 @@ def _text(data: bytes | None) -> str | None:
 
 
 def _worktrees(g: GuardContext) -> list[dict[str, Any]]:
-    """This worktree, and the repository's others (each has its own store and timeline)."""
+    """This worktree, and the repository's others (`git worktree list`): each keeps its own
+    store, so its own timeline."""
     here = {"path": str(g.ws.root), "current": True, "store": g.store.exists(),
             "command": None}
     if not g.ws.is_git:
         return [here]
+    listed = run_git(["worktree", "list", "--porcelain", "-z"], git_dir=g.ws.git_dir,
+                     check=False)
     others = []
-    repo = g.snap.repo
-    for name in _names(repo.list_worktrees()):
+    for field in listed.stdout.split(b"\0") if listed.returncode == 0 else []:
+        if not field.startswith(b"worktree "):
+            continue
+        path = os.fsdecode(field[len(b"worktree "):])
+        if Path(path).resolve() == g.ws.root.resolve():
+            continue
         try:
-            worktree = repo.lookup_worktree(name)
-        except (pygit2.GitError, KeyError):
-            continue
-        path = str(worktree.path).rstrip("/")
-        if path == str(g.ws.root):
-            continue
-        others.append({"path": path, "current": False, "store": None,
+            store = (discover(Path(path)).store_dir / "store.json").exists()
+        except GitguardError:       # gone (prunable) or unreadable: listed without a store
+            store = False
+        others.append({"path": path, "current": False, "store": store,
                        "command": f"gitguard -C {shlex.quote(path)} timeline"})
     return [here, *others]
-
-
-def _names(items: Iterable[Any]) -> list[str]:
-    return [str(i) for i in items]

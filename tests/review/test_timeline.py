@@ -239,3 +239,26 @@ def test_nothing_on_the_hook_path_imports_the_timeline() -> None:
             todo.extend(edges.get(name, ()))
     assert not {m for m in seen if m.startswith("gitguard.review")}
     assert "gitguard.cli.commands.timeline" not in seen
+
+
+def test_an_interrupted_call_is_uncertain_and_other_worktrees_are_named(repo: Path,
+                                                                       tmp_path: Path) -> None:
+    gg(repo, "init", "--no-daemon")
+    _call(repo, "Write", {"file_path": "a.txt"}, writes=("a.txt",), files={"a.txt": b"a\n"})
+    open_call = json.loads(gg(repo, "call", "begin", "--tool", "send_email", "--input",
+                              '{"to": "ops@example.com"}', "--json").stdout)["callId"]
+    gg(repo, "resume", "--json", check=False)         # the crash: the open call is uncertain
+    other = tmp_path / "other"
+    git(repo, "worktree", "add", "-q", str(other))
+    calls = {c["callId"]: c for c in _document(repo)["calls"]}
+    assert calls[open_call]["status"] == "uncertain" and calls[open_call]["marks"] == [
+        "uncertain"]
+    assert calls[open_call]["undo"] is not None       # its pre checkpoint was taken
+    worktrees = _document(repo)["worktrees"]
+    assert [(w["path"], w["current"], w["store"]) for w in worktrees] == [
+        (str(repo), True, True), (str(other), False, False)]
+    assert worktrees[1]["command"] == f"gitguard -C {other} timeline"
+    gg(other, "init", "--no-daemon")
+    seen = _document(other)["worktrees"]
+    assert [(w["path"], w["current"], w["store"]) for w in seen] == [
+        (str(other), True, True), (str(repo), False, True)]
