@@ -262,3 +262,17 @@ def test_an_interrupted_call_is_uncertain_and_other_worktrees_are_named(repo: Pa
     seen = _document(other)["worktrees"]
     assert [(w["path"], w["current"], w["store"]) for w in seen] == [
         (str(other), True, True), (str(repo), False, True)]
+
+
+def test_a_call_a_probe_settled_is_marked_probed(repo: Path) -> None:
+    (repo / ".gitguard.toml").write_text('[tools.deploy]\nidempotency = "non_idempotent"\n'
+                                         'replayPolicy = "never"\n'
+                                         'probe = ["test", "-e", "deployed.flag"]\n')
+    gg(repo, "init", "--no-daemon")
+    call_id = json.loads(gg(repo, "call", "begin", "--tool", "deploy", "--input", "{}",
+                            "--json").stdout)["callId"]
+    (repo / "deployed.flag").write_text("")
+    gg(repo, "resume", "--json", check=False)     # the crash; resume runs the probe
+    call = next(c for c in _document(repo)["calls"] if c["callId"] == call_id)
+    assert call["marks"] == ["probed"] and call["probeResult"] == "happened"
+    assert call["status"] == "succeeded" and call["probedAt"]
