@@ -78,6 +78,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
                    {"text": "sub done"}]
             agent = {"name": "Agent", "input": {
                 "description": "Helper", "subagent_type": "general-purpose",
+                "run_in_background": False,     # done within the turn, before the user edits
                 "prompt": harness.script_prompt("Do the work.", sub)}}
             first = [{"tools": [bash("echo generated > gen.txt")]},
                      {"tools": [{"name": "Read",
