@@ -74,7 +74,7 @@
   const fill = (id, values) => { $(id).innerHTML = `<option value="">all</option>` + values.map((v) => `<option>${esc(v)}</option>`).join(""); };
   fill("f-agent", uniq(data.calls.map((c) => c.agent)));
   fill("f-tool", uniq(data.calls.map((c) => c.tool)));
-  fill("f-status", uniq(data.calls.map((c) => c.status).concat(...data.calls.map((c) => c.marks))));
+  fill("f-status", uniq(data.calls.flatMap((c) => [c.status, ...c.marks])));
   fill("f-session", uniq(data.calls.map((c) => c.sessionId).concat(data.sessions.map((s) => s.sessionId))));
   const state = {page: 0, shown: events, range: null};
 
