@@ -284,6 +284,9 @@ def test_the_undo_command_shown_does_what_it_says(opened: Opened, recorded: Reco
     command = page.text_content(f"[id='undo-{entry['callId']}']")
     assert command == (f"gitguard -C {repo.root} rollback-files --to "
                        f"{entry['preCheckpointId']}")
+    page.click(f"button[data-copy='undo-{entry['callId']}']")      # its copy button
+    page.wait_for_function("want => document.getElementById('status-line').textContent"
+                           ".endsWith(want)", arg=command)
     done = subprocess.run(command, shell=True, cwd="/", env=repo.env, capture_output=True,
                           text=True)
     assert done.returncode == 0, (done.stdout, done.stderr)

@@ -66,7 +66,7 @@
   $("conflicts-list").innerHTML = data.conflicts.map((c, i) => `
     <details class="card"><summary><code>${esc(c.path)}</code> — ${esc(c.conflict.reason || "changed by someone other than the agent")}</summary>
       <h3>Three-way view</h3><pre class="diff" tabindex="0" aria-label="three-way view of ${esc(c.path)}">${colour(c.view || "")}</pre>
-      <div class="actions">${c.resolve.map((cmd, j) => `<code class="mono">${esc(cmd)}</code><button type="button" data-copy="conflict-${i}-${j}">Copy</button>`).join(" ")}</div>
+      <div class="actions">${c.resolve.map((cmd, j) => `<span><code class="mono" id="conflict-${i}-${j}">${esc(cmd)}</code> <button type="button" data-copy="conflict-${i}-${j}" aria-label="copy: ${esc(cmd)}">Copy</button></span>`).join(" ")}</div>
     </details>`).join("") || "<p>No conflict is pending.</p>";
 
   // filters ---------------------------------------------------------------------------------

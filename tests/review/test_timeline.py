@@ -276,3 +276,19 @@ def test_a_call_a_probe_settled_is_marked_probed(repo: Path) -> None:
     call = next(c for c in _document(repo)["calls"] if c["callId"] == call_id)
     assert call["marks"] == ["probed"] and call["probeResult"] == "happened"
     assert call["status"] == "succeeded" and call["probedAt"]
+
+
+def test_a_pending_conflict_comes_with_its_three_way_view(repo: Path) -> None:
+    gg(repo, "init", "--no-daemon")
+    _call(repo, "Edit", {"file_path": "src/app.py"}, writes=("src/app.py",),
+          files={"src/app.py": b"def main():\n    return 2\n"})
+    with (repo / "src" / "app.py").open("a") as fh:
+        fh.write("# the user's line\n")
+    pre = json.loads(gg(repo, "ledger", "--json").stdout)[0]["preCheckpointId"]
+    assert gg(repo, "rollback-files", "--to", pre, check=False).returncode == 5
+    [conflict] = _document(repo)["conflicts"]
+    assert conflict["path"] == "src/app.py" and conflict["conflict"]["resolution"] == "pending"
+    assert conflict["view"] == gg(repo, "conflicts", "show", "src/app.py").stdout
+    assert conflict["current"] == (repo / "src" / "app.py").read_text()
+    assert conflict["resolve"] == [f"gitguard -C {repo} conflicts resolve src/app.py {flag}"
+                                   for flag in ("--keep-user", "--take-checkpoint", "--merge")]
