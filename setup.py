@@ -117,7 +117,8 @@ def glibc_platform(platform: str, program: Path) -> str:
 
 setup(packages=[*find_packages(include=["gitguard*"]), "gitguard.hooks"],
       package_dir={"gitguard.hooks": "hooks"},
-      package_data={"gitguard": ["py.typed", "nativeclient.c"], "gitguard.hooks": ["shim.sh"]},
+      package_data={"gitguard": ["py.typed", "nativeclient.c"], "gitguard.hooks": ["shim.sh"],
+                    "gitguard.review": ["timeline.html", "timeline.css", "timeline.js"]},
       cmdclass={"build": build_with_native, "build_native": build_native,
                 "bdist_wheel": bdist_wheel_program},
       distclass=PlatformDistribution)

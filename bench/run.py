@@ -30,6 +30,7 @@ from bench import (  # noqa: F401 - importing registers their cases
     cases_resume,
     cases_rollback,
     cases_storage,
+    cases_timeline,
     cases_watcher,
     gitguard_cases,
 )

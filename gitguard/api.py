@@ -297,10 +297,9 @@ class Guard:
     def diff(self, call_id: str | None = None, side: str | None = None) -> bytes:
         """A call's patch; or every change since the baseline, optionally one side's only."""
         if call_id is not None:
-            entry = ledger.read(self.store).get(call_id)
-            if not entry.file_patches:
-                return b""
-            return self.store.read_artifact(entry.file_patches[0].patch_ref)
+            from gitguard.calls.lifecycle import patch_of
+
+            return patch_of(self.store, ledger.read(self.store).get(call_id))
         with self.store.writing():
             tree = self.snap.write_tree().tree
             base = self._baseline()

@@ -88,4 +88,7 @@ def test_without_a_compiler_the_wheel_is_pure_and_the_build_says_so(tmp_path: Pa
     with zipfile.ZipFile(wheel) as zf:
         assert CLIENT not in zf.namelist()
         assert "gitguard/nativeclient.c" in zf.namelist()
+        # the timeline page's skeleton, style and script, which it reads as package data
+        assert {f"gitguard/review/timeline.{ext}" for ext in ("html", "css", "js")} <= set(
+            zf.namelist())
     assert "gitguard's native hook client is not built" in output

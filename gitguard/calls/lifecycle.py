@@ -22,6 +22,7 @@ from gitguard.ledger.replay import BLOCKING_STATUSES, rewound_local, stricter
 from gitguard.models import FilePatchEntry, Idempotency, ReplayPolicy, RiskLevel, ToolLedgerEntry
 from gitguard.snapshot import checkpoints, shared_checkpoint
 from gitguard.storage import durable, trace_log
+from gitguard.storage.store import Store
 from gitguard.workspace import safe_relpath
 
 if TYPE_CHECKING:
@@ -39,6 +40,14 @@ def summarize(tool_input: Mapping[str, Any]) -> str:
         if isinstance(value, list) and value:
             return " ".join(str(v) for v in value)[:200]
     return durable.canonical_json(dict(tool_input)).decode()[:120]
+
+
+def patch_of(store: Store, entry: ToolLedgerEntry) -> bytes:
+    """The call's unified diff as `call end` stored it (one artifact for all its files):
+    what `gitguard diff CALL` prints and the timeline page shows."""
+    if not entry.file_patches:
+        return b""
+    return store.read_artifact(entry.file_patches[0].patch_ref)
 
 
 def error_summary(result: bytes) -> str:

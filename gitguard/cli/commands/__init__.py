@@ -27,7 +27,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "rollback-files": ("rollback", "rollback_files"),
     "restore-session": ("rollback", "restore_session"),
     "compensate": ("rollback", "compensate"), "conflicts": ("rollback", "conflicts"),
-    "daemon": ("daemon", "daemon"),
+    "daemon": ("daemon", "daemon"), "timeline": ("timeline", "timeline"),
 }
 
 
