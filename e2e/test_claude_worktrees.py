@@ -231,6 +231,8 @@ def test_an_isolated_subagent_works_in_its_own_nested_worktree(
         (str(repo.root), False, 1), (str(nested), True, 3)], touched
     assert touched[0]["dirty"] == [], "the user's edits in the project are not the session's"
     assert [a["agentId"] for a in touched[1]["subagents"]] == [subagent["agentId"]]
+    # SessionEnd came to the project; the session is ended in the nested worktree too.
+    assert [t["endedAt"] is not None for t in touched] == [True, True], touched
     assert {d["path"] for d in touched[1]["dirty"]} == {"sub.txt", "NOTES.md", "made.txt"}
 
     # Rolling the project back touches neither the user's edits nor the nested worktree.

@@ -146,3 +146,16 @@ def test_session_end_ends_the_session_in_every_worktree_it_acted_in(
     assert ended == {str(repo): True, str(nested): True, str(sibling): True}, status
     [cut] = json.loads(gg(nested, "ledger", "--json").stdout)
     assert (cut["callId"], cut["status"]) == ("toolu_cut", "uncertain"), cut
+
+
+def test_a_worktree_whose_directory_is_gone_is_skipped(three: tuple[Path, Path, Path]) -> None:
+    """A linked worktree deleted without `git worktree remove` (git would prune it) is no
+    place to read; the others still are."""
+    import shutil
+
+    repo, sibling, nested = three
+    _bash(repo, nested, "toolu_nested", "echo sub > sub.txt", "sub.txt")
+    _bash(repo, sibling, "toolu_there", "echo there > there.txt", "there.txt")
+    shutil.rmtree(sibling)
+    rows = json.loads(gg(repo, "ledger", "--session", S, "--json").stdout)
+    assert [(r["callId"], r["worktree"]) for r in rows] == [("toolu_nested", str(nested))]
