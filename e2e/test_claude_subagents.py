@@ -160,3 +160,14 @@ def test_a_session_that_cds_into_another_worktree_guards_it_there(make_repo: Any
     assert "echo there > there.txt" not in here, here
     [call] = [e for e in there.values() if e["summary"] == "echo there > there.txt"]
     assert [p["path"] for p in call["filePatches"]] == ["there.txt"], call
+    # CwdChanged went where the session arrived: the move is in its lineage there, and
+    # the session is shown as one from either worktree.
+    listed = subprocess.run([str(VENV_BIN / "gitguard"), "session", "list", "--json"],
+                            cwd=other, env=repo.env, check=True, capture_output=True, text=True)
+    [session] = json.loads(listed.stdout)
+    assert [(m["fromDir"], m["toDir"]) for m in session["moves"]] == [
+        (str(repo.root), str(other))], session
+    across = repo.gg_json("ledger", "--session", run.session_id)
+    assert {(e["summary"], e["worktree"]) for e in across} == {
+        *((s, str(repo.root)) for s in here), *((e["summary"], str(other))
+                                                for e in there.values())}, across

@@ -145,6 +145,15 @@ def test_claude_worktree_is_guarded_in_its_own_store(make_repo: Any,
         ".claude/settings.local.json"}
     assert _files(repo.root) == main_before
 
+    # The session, asked for from the project, is shown where it worked.
+    across = json_in(repo, repo.root, "ledger", "--session", run.session_id)
+    assert {(e["summary"], e["worktree"]) for e in across} == {(s, str(wt)) for s in ledger}
+    [touched] = json_in(repo, repo.root, "status", "--session",
+                        run.session_id)["sessionWorktrees"]
+    assert (touched["worktree"], touched["current"], touched["calls"]) == (str(wt), False, 3)
+    assert {d["path"]: d["owner"] for d in touched["dirty"]} == {
+        p: o for p, (o, _c) in owners.items()}
+
     result = _rollback(repo, wt, _first_checkpoint(repo, wt))
     assert result["conflicts"] == [], result
     assert sorted(result["deleted"]) == ["made.txt", "there.txt", "w.txt"], result
@@ -213,6 +222,19 @@ def test_an_isolated_subagent_works_in_its_own_nested_worktree(
     assert subagent["agentId"] == next(iter(there.values()))["agentId"], subagent
     assert subagent["endedAt"] is not None, subagent
 
+    # One session across both worktrees: the delegation here, its subagent's calls there.
+    across = json_in(repo, repo.root, "ledger", "--session", run.session_id)
+    assert [(e["toolName"], e["worktree"]) for e in across] == [
+        ("Agent", str(repo.root)), *[("Bash", str(nested))] * 3], across
+    touched = json_in(repo, nested, "status", "--session", run.session_id)["sessionWorktrees"]
+    assert [(t["worktree"], t["current"], t["calls"]) for t in touched] == [
+        (str(repo.root), False, 1), (str(nested), True, 3)], touched
+    assert touched[0]["dirty"] == [], "the user's edits in the project are not the session's"
+    assert [a["agentId"] for a in touched[1]["subagents"]] == [subagent["agentId"]]
+    # SessionEnd came to the project; the session is ended in the nested worktree too.
+    assert [t["endedAt"] is not None for t in touched] == [True, True], touched
+    assert {d["path"] for d in touched[1]["dirty"]} == {"sub.txt", "NOTES.md", "made.txt"}
+
     # Rolling the project back touches neither the user's edits nor the nested worktree.
     nested_before = _files(nested)
     result = _rollback(repo, repo.root, _first_checkpoint(repo, repo.root))
@@ -243,73 +265,161 @@ def _until(what: str, check: Any, lives: list[Live], timeout: float = 120) -> No
         time.sleep(0.05)
 
 
-def test_two_sessions_running_long_commands_each_roll_back_only_their_own(
-        make_repo: Any, daemon: bool) -> None:
-    """A runs a predictable command (its redirections name what it writes); B runs an
-    unpredictable one (a script). Each writes while the other's command runs; then each
-    session's rollback undoes its own writes and never lists or reverts the other's."""
-    repo: Repo = make_repo(daemon=daemon)
+SCRIPT = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2] + chr(10))"
+
+
+def _two_sessions(repo: Repo, a_first: str, a_then: str, b_first: str, b_then: str
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Session A runs `a_first`, waits, runs `a_then`; B starts once A's first write is
+    there, runs `b_first` (while A's command still runs), waits, runs `b_then` (after A
+    ended). Returns the ledger entries of A's and B's command."""
     gates = repo.home / "gates"
     gates.mkdir()
 
     def wait_gate(name: str) -> str:
         return f"while [ ! -e {gates / name} ]; do sleep 0.05; done"
 
-    a_cmd = (f"echo A1 > a1.txt; {wait_gate('a')}; echo A2 > a2.txt; "
-             "echo A >> NOTES.md")
-    script = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2] + chr(10))"
-    b_cmd = (f"python3 -c '{script}' b1.txt B1; {wait_gate('b')}; "
-             f"python3 -c '{script}' b2.txt B2")
-    a = claude_start(repo, "session A", [{"tools": [bash(a_cmd)]}, {"text": "A done"}])
+    a = claude_start(repo, "session A", [{"tools": [bash(f"{a_first}; {wait_gate('a')}; "
+                                                         f"{a_then}")]}, {"text": "A done"}])
     _until("A wrote a1.txt", lambda: (repo.root / "a1.txt").exists(), [a])
-    b = claude_start(repo, "session B", [{"tools": [bash(b_cmd)]}, {"text": "B done"}])
+    b = claude_start(repo, "session B", [{"tools": [bash(f"{b_first}; {wait_gate('b')}; "
+                                                         f"{b_then}")]}, {"text": "B done"}])
     _until("B wrote b1.txt", lambda: (repo.root / "b1.txt").exists(), [a, b])
-    (gates / "a").touch()                 # A writes a2.txt and NOTES.md while B still runs
+    (gates / "a").touch()                 # A writes again while B's command still runs
     run_a = a.finish(timeout=240)
     _clean(repo, run_a)
-    (gates / "b").touch()
+    (gates / "b").touch()                 # B writes once more, alone
     run_b = b.finish(timeout=240)
     _clean(repo, run_b)
-    sa, sb = run_a.session_id, run_b.session_id
-    assert sa != sb
-
+    assert run_a.session_id != run_b.session_id
     ledger = {e["sessionId"]: e for e in repo.ledger()}
-    assert set(ledger) == {sa, sb}, ledger
-    call_a, call_b = ledger[sa], ledger[sb]
-    assert call_a["status"] == call_b["status"] == "succeeded", ledger
+    assert set(ledger) == {run_a.session_id, run_b.session_id}, ledger
+    assert all(e["status"] == "succeeded" for e in ledger.values()), ledger
+    return ledger[run_a.session_id], ledger[run_b.session_id]
+
+
+def _session_rollback(repo: Repo, call: dict[str, Any]) -> dict[str, Any]:
+    """Roll back to the first checkpoint of the call's session (undoing that session's
+    calls only)."""
+    return _rollback(repo, repo.root, _first_checkpoint(repo, repo.root, call["sessionId"]))
+
+
+def _listed(result: dict[str, Any]) -> set[str]:
+    return ({c["path"] for c in result["conflicts"]} | set(result["restored"])
+            | set(result["deleted"]))
+
+
+def test_two_sessions_running_long_commands_each_roll_back_only_their_own(
+        make_repo: Any, daemon: bool) -> None:
+    """A runs a predictable command (its redirections name what it writes); B runs an
+    unpredictable one (a script). Each writes while the other's command runs; then each
+    session's rollback undoes its own writes and never lists or reverts the other's."""
+    repo: Repo = make_repo(daemon=daemon)
+    call_a, call_b = _two_sessions(
+        repo, "echo A1 > a1.txt", "echo A2 > a2.txt; echo A >> NOTES.md",
+        f"python3 -c '{SCRIPT}' b1.txt B1", f"python3 -c '{SCRIPT}' b2.txt B2")
     # A call's patches hold only its own writes, never the other session's.
     assert sorted(p["path"] for p in call_a["filePatches"]) == ["NOTES.md", "a1.txt",
                                                                 "a2.txt"], call_a
     assert sorted(p["path"] for p in call_b["filePatches"]) == ["b1.txt", "b2.txt"], call_b
-    owners = {p: o for p, (o, _c) in _owners(repo, repo.root).items()}
-    assert owners == {".claude/settings.local.json": "user",
-                      "a1.txt": call_a["callId"], "a2.txt": call_a["callId"],
-                      "NOTES.md": call_a["callId"],
-                      "b1.txt": call_b["callId"], "b2.txt": call_b["callId"]}, owners
+    a_id, b_id = call_a["callId"], call_b["callId"]
+    # b1.txt changed while both commands ran: only B's script can have written it (A's
+    # words name its files), but with the daemon a change in overlapping windows that no
+    # call declared is never a `window` guess: B's, ambiguous.
+    b1 = (b_id, "ambiguous") if daemon else (b_id, "window")
+    assert _owners(repo, repo.root) == {
+        ".claude/settings.local.json": ("user", "window"),
+        "a1.txt": (a_id, "window"), "a2.txt": (a_id, "window"), "NOTES.md": (a_id, "window"),
+        "b1.txt": b1, "b2.txt": (b_id, "window")}
 
     # A's rollback: its own files back, B's neither listed nor touched.
-    result_a = _rollback(repo, repo.root, _first_checkpoint(repo, repo.root, sa))
-    listed = {c["path"] for c in result_a["conflicts"]} | set(result_a["restored"]) \
-        | set(result_a["deleted"])
-    assert not listed & {"b1.txt", "b2.txt"}, result_a
+    result_a = _session_rollback(repo, call_a)
+    assert result_a["conflicts"] == [], result_a
     assert sorted(result_a["deleted"]) == ["a1.txt", "a2.txt"], result_a
-    assert result_a["restored"] == ["NOTES.md"] and result_a["conflicts"] == [], result_a
+    assert result_a["restored"] == ["NOTES.md"], result_a
     assert repo.read("NOTES.md") == ORIGINAL["NOTES.md"]
     assert repo.read("b1.txt") == "B1\n" and repo.read("b2.txt") == "B2\n"
-    for conflict in result_a["conflicts"]:       # none; were there one, taking A's
-        repo.gitguard("conflicts", "resolve", conflict["path"], "--take-checkpoint")
-    assert repo.read("b1.txt") == "B1\n" and repo.read("b2.txt") == "B2\n"
 
-    # B's rollback: what only B's script could have written is B's; A's files stay gone.
-    result_b = _rollback(repo, repo.root, _first_checkpoint(repo, repo.root, sb))
-    listed = {c["path"] for c in result_b["conflicts"]} | set(result_b["restored"]) \
-        | set(result_b["deleted"])
-    assert not listed & {"a1.txt", "a2.txt", "NOTES.md"}, result_b
-    assert set(result_b["deleted"]) | {c["path"] for c in result_b["conflicts"]} == {
-        "b1.txt", "b2.txt"}, result_b
-    for conflict in result_b["conflicts"]:
-        assert conflict["path"] == "b1.txt", result_b   # written while A ran too: ambiguous
-        repo.gitguard("conflicts", "resolve", conflict["path"], "--take-checkpoint")
+    # B's rollback: its files, never A's; b1.txt, ambiguous, is its conflict to decide.
+    result_b = _session_rollback(repo, call_b)
+    assert not _listed(result_b) & {"a1.txt", "a2.txt", "NOTES.md"}, result_b
+    if daemon:
+        assert result_b["deleted"] == ["b2.txt"], result_b
+        assert [(c["path"], c["callId"]) for c in result_b["conflicts"]] == [
+            ("b1.txt", b_id)], result_b
+        repo.gitguard("conflicts", "resolve", "b1.txt", "--take-checkpoint")
+    else:
+        assert sorted(result_b["deleted"]) == ["b1.txt", "b2.txt"], result_b
+        assert result_b["conflicts"] == [], result_b
     assert _files(repo.root) == {**{k: v.encode() for k, v in ORIGINAL.items()},
                                  ".claude/settings.local.json":
                                  (repo.root / ".claude/settings.local.json").read_bytes()}
+
+
+def test_two_unpredictable_commands_at_once_own_their_overlap_together(make_repo: Any) -> None:
+    """Two sessions' scripts run at once: a write made while both ran is one neither can
+    account for alone, so it is `ambiguous` for both (never "the last one's"); each
+    session's rollback reverts what only it can have written, and leaves the shared writes
+    as conflicts, never restored. What one wrote alone the other never lists."""
+    repo: Repo = make_repo(daemon=True)
+    call_a, call_b = _two_sessions(
+        repo, f"python3 -c '{SCRIPT}' a1.txt A1", f"python3 -c '{SCRIPT}' a2.txt A2",
+        f"python3 -c '{SCRIPT}' b1.txt B1", f"python3 -c '{SCRIPT}' b2.txt B2")
+    a_id, b_id = call_a["callId"], call_b["callId"]
+    assert sorted(p["path"] for p in call_a["filePatches"]) == ["a1.txt", "a2.txt",
+                                                                "b1.txt"], call_a
+    assert sorted(p["path"] for p in call_b["filePatches"]) == ["a2.txt", "b1.txt",
+                                                                "b2.txt"], call_b
+    owners = _owners(repo, repo.root)
+    assert owners["a1.txt"] == (a_id, "window") and owners["b2.txt"] == (b_id, "window")
+    assert {owners["a2.txt"][1], owners["b1.txt"][1]} == {"ambiguous"}, owners
+
+    before = _files(repo.root)
+    result_a = _session_rollback(repo, call_a)
+    assert result_a["deleted"] == ["a1.txt"] and result_a["restored"] == [], result_a
+    assert sorted(c["path"] for c in result_a["conflicts"]) == ["a2.txt", "b1.txt"]
+    assert "b2.txt" not in _listed(result_a), result_a
+    assert _files(repo.root) == {k: v for k, v in before.items() if k != "a1.txt"}
+    result_b = _session_rollback(repo, call_b)
+    assert result_b["deleted"] == ["b2.txt"] and result_b["restored"] == [], result_b
+    assert sorted(c["path"] for c in result_b["conflicts"]) == ["a2.txt", "b1.txt"]
+    assert "a1.txt" not in _listed(result_b), result_b
+    assert _files(repo.root) == {k: v for k, v in before.items()
+                                 if k not in ("a1.txt", "b2.txt")}
+
+
+# --- CwdChanged's cost ---------------------------------------------------------------------
+
+def test_cwd_changed_through_the_integrated_hook_command(make_repo: Any,
+                                                         worktrees: list[tuple[Repo, Path]]
+                                                         ) -> None:
+    """Claude Code reports no hook_started/hook_response for CwdChanged in its stream, so
+    its latency is timed here around the very command `integrate claude-code` wrote, fed
+    the captured payload (fixtures/claude_code/cwd_changed.json) as Claude Code feeds it,
+    with the daemons running; the table lists it as `CwdChanged*`. Each move is kept."""
+    from e2e.harness import HOOK_LATENCY, ROOT, git
+
+    repo: Repo = make_repo(daemon=True)
+    other = repo.root.parent / "wt"
+    git(repo.root, "worktree", "add", "-q", str(other), "-b", "side", env=repo.env)
+    worktrees.append((repo, other))
+    settings = json.loads((repo.root / ".claude" / "settings.local.json").read_text())
+    [group] = settings["hooks"]["CwdChanged"]
+    command = group["hooks"][0]["command"]
+    captured = (ROOT / "fixtures" / "claude_code" / "cwd_changed.json").read_text()
+    moves = [(repo.root, other), (other, repo.root)] * 6
+    for old, new in moves:
+        event = json.loads(captured.replace("/home/user/project", str(old))
+                           .replace("/home/user/wt", str(new)))
+        began = time.monotonic()
+        proc = subprocess.run(["sh", "-c", command], cwd=repo.root, input=json.dumps(event),
+                              env={**repo.env, "CLAUDE_PROJECT_DIR": str(repo.root)},
+                              capture_output=True, text=True, timeout=60)
+        HOOK_LATENCY.append((repo.mode, "CwdChanged*", (time.monotonic() - began) * 1000))
+        assert proc.returncode == 0 and json.loads(proc.stdout) == {}, proc
+    assert repo.hook_errors() == ""
+    session = json.loads(captured)["session_id"]
+    for where, arrived in ((other, 6), (repo.root, 6)):
+        [found] = json_in(repo, where, "session", "list")
+        assert found["sessionId"] == session
+        assert [m["toDir"] for m in found["moves"]] == [str(where)] * arrived, found

@@ -403,6 +403,8 @@ def _turn_end(step: str, end_session: bool = False, every_call: bool = False
         if end_session and session_id is not None and \
                 any(s.session_id == session_id for s in guard.sessions()):
             guard.end_session(session_id)      # until its next event reopens it
+        if end_session and session_id is not None:
+            _end_elsewhere(guard, payload, session_id)
         if not settled.uncertain:
             return {}
         which = ", ".join(settled.uncertain)
@@ -412,6 +414,32 @@ def _turn_end(step: str, end_session: bool = False, every_call: bool = False
                                  "so it will not be repeated blindly, and what changed while it "
                                  f"was open is not rolled back. If it never ran: {how}."}
     return take
+
+
+def _end_elsewhere(guard: Guard, payload: Mapping[str, Any], session_id: str) -> None:
+    """SessionEnd comes to the worktree the session ended in; the other worktrees of the
+    repository it acted in (before a `cd`, a subagent's nested `.claude/worktrees/agent-...`)
+    see no event of it again: there too its open calls are settled and it is ended."""
+    from gitguard import worktrees
+    from gitguard.api import Guard as OpenGuard
+    from gitguard.workspace import discover
+
+    for root in worktrees.of_repository(guard.ws):
+        if root == guard.ws.root:
+            continue
+        try:
+            ws = discover(root)
+        except GitguardError:
+            continue
+        if ws.root != root or not (ws.store_dir / "store.json").is_file():
+            continue            # gitguard never acted there
+        other = OpenGuard(ws)
+        known = next((s for s in other.sessions() if s.session_id == session_id), None)
+        if known is None or known.ended_at is not None:
+            continue
+        dangling.settle(other, session_id, _results_transcript(payload), "session-end",
+                        scope=dangling.EVERY_CALL)
+        other.end_session(session_id)
 
 
 def _subagent_start(guard: Guard, payload: Mapping[str, Any]) -> Answer:

@@ -128,3 +128,34 @@ def test_the_captured_cwd_changed_moves_the_session(three: tuple[Path, Path, Pat
         (str(repo), str(sibling))]
     trace = gg(sibling, "trace").stdout
     assert "session.cwd_changed" in trace
+
+
+def test_session_end_ends_the_session_in_every_worktree_it_acted_in(
+        three: tuple[Path, Path, Path]) -> None:
+    """SessionEnd comes from where the session ended; a call it left open in another
+    worktree (a subagent's nested one that never reported its end) is settled there too,
+    uncertain, and the session is ended everywhere."""
+    repo, sibling, nested = three
+    _bash(repo, repo, "toolu_here", "echo here > here.txt", "here.txt")
+    _send(repo, nested, "PreToolUse", tool_name="Bash", tool_input={"command": "make"},
+          tool_use_id="toolu_cut", agent_id="a1", agent_type="general-purpose")
+    _send(repo, sibling, "CwdChanged", old_cwd=str(repo), new_cwd=str(sibling))
+    _send(repo, sibling, "SessionEnd", reason="other")
+    status = json.loads(gg(repo, "status", "--session", S, "--json").stdout)
+    ended = {t["worktree"]: t["endedAt"] is not None for t in status["sessionWorktrees"]}
+    assert ended == {str(repo): True, str(nested): True, str(sibling): True}, status
+    [cut] = json.loads(gg(nested, "ledger", "--json").stdout)
+    assert (cut["callId"], cut["status"]) == ("toolu_cut", "uncertain"), cut
+
+
+def test_a_worktree_whose_directory_is_gone_is_skipped(three: tuple[Path, Path, Path]) -> None:
+    """A linked worktree deleted without `git worktree remove` (git would prune it) is no
+    place to read; the others still are."""
+    import shutil
+
+    repo, sibling, nested = three
+    _bash(repo, nested, "toolu_nested", "echo sub > sub.txt", "sub.txt")
+    _bash(repo, sibling, "toolu_there", "echo there > there.txt", "there.txt")
+    shutil.rmtree(sibling)
+    rows = json.loads(gg(repo, "ledger", "--session", S, "--json").stdout)
+    assert [(r["callId"], r["worktree"]) for r in rows] == [("toolu_nested", str(nested))]
