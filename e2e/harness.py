@@ -4,7 +4,8 @@ A `Repo` is a git repository in a temp dir with a fixed author and dates, its ow
 set up with `gitguard init`, `gitguard hooks install` and `gitguard integrate
 claude-code|codex`. `claude()` and `codex()` run the CLIs from `e2e/node_modules`
 against the scripted model server; every line they print is stamped on arrival, so hook
-latency is measured from Claude Code's own `hook_started`/`hook_response` events.
+latency is measured from Claude Code's own `hook_started`/`hook_response` events (Codex's
+by a wrapper around each hook command: `_time_codex_hooks`).
 
 A repository made with `capture=DIR` has capture_hook.py in front of gitguard's hook, so
 every payload the CLIs send is also written under DIR with temp paths replaced by stable

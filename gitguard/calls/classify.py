@@ -77,6 +77,7 @@ from gitguard.calls.classify_tools import (
 )
 from gitguard.calls.delegation import is_delegation
 from gitguard.calls.shell_parse import SimpleCommand, split_argv, split_commands
+from gitguard.calls.shell_targets import shell_patch
 
 __all__ = ["Classification", "Idempotency", "ReplayPolicy", "RiskLevel", "ToolPolicy",
            "classify_call", "classify_command", "is_unknown_tool"]
@@ -309,6 +310,9 @@ def _default_for_tool(tool_name: str, tool_input: Mapping[str, object]) -> Class
     key = tool_key(tool_name)
     if key in COMMAND_TOOLS:
         command = _command_input(tool_input)
+        if command is not None and shell_patch(command) is not None:
+            # a patch Codex applies itself, as its apply_patch tool
+            return _TOOLS["apply_patch"].judge(f"{tool_name} apply_patch")
         if command is not None:
             return classify_command(command)
         if key not in _TOOLS:

@@ -343,6 +343,20 @@ def test_tool_defaults(tool: str, expected: tuple[str, str, str]) -> None:
     assert tool in got.reason
 
 
+def test_a_patch_codex_applies_from_the_shell_is_classified_as_its_apply_patch() -> None:
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch\n"
+    tool = classify_call("apply_patch", {"command": patch})
+    for shell in ({"command": f"apply_patch <<'EOF'\n{patch}EOF\n"},
+                  {"cmd": f"cd src && apply_patch <<'EOF'\n{patch}EOF"}):
+        got = classify_call("Bash", shell)
+        assert (got.idempotency, got.replay_policy, got.risk_level, got.side_effects) == (
+            tool.idempotency, tool.replay_policy, tool.risk_level, tool.side_effects)
+        assert "apply_patch" in got.reason
+    # anything more than the patch is judged as a command line
+    more = classify_call("Bash", {"command": f"apply_patch <<'EOF'\n{patch}EOF\nmake"})
+    assert more.replay_policy == "ask", more
+
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
