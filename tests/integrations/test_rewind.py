@@ -175,3 +175,38 @@ def test_a_look_reads_only_what_was_appended_and_suspects_only_a_rewind(
     assert suspect
     assert [r.prompt for r in rewind_transcript.read(str(copy)).rewinds] == \
         [json.loads(lines[prompt_at[1]])["uuid"]]
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["rewind-seen", "rewind-unseen"])
+def test_rollback_does_not_undo_what_the_rewind_put_back(repo: Path, marked: bool) -> None:
+    """An Edit; Claude Code's restore puts the file back (outside every call window, as
+    the rewind does); then the user edits it. Unmarked, rollback-files takes the file for
+    the agent's change overwritten by someone else: a conflict to resolve. Marked
+    `restored`, the Edit owns nothing: the file is the user's, and nothing is undone."""
+    gg(repo, "init", "--no-hooks", "--no-daemon")
+    guard = Guard.open(repo)
+    guard.start_session("s1")
+    ckpt = guard.checkpoint("manual").checkpoint_id
+    before = (repo / "src" / "app.py").read_text()
+    entry = guard.begin_call("Edit", {"file_path": "src/app.py"}, writes=["src/app.py"])
+    (repo / "src" / "app.py").write_text("def main():\n    return 2\n")
+    done = guard.end_call(entry.call_id, "succeeded")
+    (repo / "src" / "app.py").write_text(before)            # /rewind's restore code
+    if marked:
+        with guard.store.writing():
+            state = journal.read(guard.store)
+            journal.append_entries(guard.store, state, [done.model_copy(update={
+                "rewound_at": "2026-12-06T09:00:00Z", "rewound_by": "a test rewind",
+                "rewound_files": "restored"})])
+    (repo / "src" / "app.py").write_text(before + "# the user's line\n")
+    guard.close()
+    dry = gg(repo, "rollback-files", "--to", ckpt, "--dry-run", "--json", check=False)
+    plan = json.loads(dry.stdout)
+    owners = {d["path"]: d["owner"] for d in json.loads(gg(repo, "status", "--json").stdout)
+              ["dirty"]}
+    if marked:
+        assert dry.returncode == 0 and plan["conflicts"] == [] and plan["restored"] == []
+        assert owners["src/app.py"] == "user"
+    else:
+        assert dry.returncode == 5
+        assert [c["path"] for c in plan["conflicts"]] == ["src/app.py"]
