@@ -6,9 +6,11 @@ gitguard can observe without the daemon); as the agent's when it happened inside
 a call's pre→post window, except for a call that names the one file it writes (an
 Edit, `cat > a.txt`): in its window only that file's change is the call's, and what
 the user changes meanwhile on other paths (before, between and after its write) stays
-the user's. User edits come before, between, during and after calls. After rolling
-back to checkpoint k, for a path the agent changed after k, with "found" its content
-right before the agent's first change:
+the user's: without the daemon gitguard sees such a call's end as the tree before it
+plus that file, so those changes show at the next snapshot (a change the user undid
+before it is not seen at all). User edits come before, between, during and after
+calls. After rolling back to checkpoint k, for a path the agent changed after k, with
+"found" its content right before the agent's first change:
 - when only the agent changed it since that change, it holds "found" (the user's
   edits made before the agent's first write included);
 - otherwise it is byte-identical to before the rollback, and listed as a conflict
@@ -26,7 +28,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from gitguard.api import Guard
@@ -167,6 +169,12 @@ picks_strategy = st.lists(st.integers(min_value=0, max_value=5), min_size=8, max
 
 @rollback_settings(int(os.environ.get("GITGUARD_ROLLBACK_EXAMPLES", "25")))
 @given(steps=steps_strategy, picks=picks_strategy)
+# found by the 'during' steps: the user deletes the agent's file inside another call's
+# window and writes the agent's bytes back after it; no snapshot saw the difference
+@example(steps=[("during-edit", [("write", "d/c.txt", b""), ("write", "a.txt", b""),
+                                 ("write", "a.txt", b"")]),
+                ("during-edit", [("write", "a.txt", b"one\n"), ("delete", "d/c.txt", b"")]),
+                ("user", [("write", "d/c.txt", b"")])], picks=[0] * 8)
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
         steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
@@ -206,12 +214,19 @@ def run_case(root: Path, template: Path, steps: list[tuple[str, list[tuple[str, 
             entry = (guard.begin_call("Edit", {"file_path": path}, writes=[path])
                      if kind == "during-edit" else
                      guard.begin_call("Bash", {"command": f"cat > {path}"}))
-            history.add(entry.pre_checkpoint_id or "", tree_state(root))
+            seen = tree_state(root)
+            history.add(entry.pre_checkpoint_id or "", seen)
             half = len(user) // 2
             for action in [*user[:half], actions[0], *user[half:]]:
                 perform(root, action)
             done = guard.end_call(entry.call_id, "succeeded")
-            history.add(done.post_checkpoint_id or "", tree_state(root))
+            # Without the daemon such a call's end is the tree before it plus its file
+            # (Snapshotter.write_declared): the user's other changes are seen at the next
+            # snapshot, as the user's, and one undone before it is not seen at all.
+            now = tree_state(root)
+            seen = {**seen, path: now[path]} if path in now else \
+                {k: v for k, v in seen.items() if k != path}
+            history.add(done.post_checkpoint_id or "", seen)
             history.close_window(frozenset([path]))
         else:
             entry = guard.begin_call("Bash", {"command": f"step {number}"})
