@@ -13,6 +13,11 @@ changed after k, with "found" its content right before the agent's first change:
 - nothing else changed (untracked, ignored and oversized files included);
 - rolling back to the rollback's safety checkpoint gives back the tree as it was
   before the rollback, byte for byte.
+
+The agent's calls are commands whose writes cannot be read from their words
+(docs/rollback.md, window_rules): a file one creates in a directory that was there and
+where it changed nothing else is the user's (a stray), and its change to a file the user
+changed before it since k is ambiguous (a conflict, never reverted).
 """
 
 from __future__ import annotations
@@ -71,26 +76,43 @@ class History:
 
     def __init__(self) -> None:
         self.points: list[tuple[str, dict[str, Entry]]] = []   # (checkpoint id, tree then)
-        self.windows: set[tuple[int, int]] = set()             # (pre, post) indexes
+        # (pre, post) indexes -> whether a command the words say nothing of ran there
+        self.windows: dict[tuple[int, int], bool] = {}
 
     def add(self, checkpoint_id: str, tree: dict[str, Entry]) -> None:
         self.points.append((checkpoint_id, tree))
 
-    def close_window(self) -> None:
-        self.windows.add((len(self.points) - 2, len(self.points) - 1))
+    def close_window(self, command: bool = False) -> None:
+        self.windows[len(self.points) - 2, len(self.points) - 1] = command
 
     def changes(self, k: int, now: dict[str, Entry]
-                ) -> dict[str, list[tuple[bool, Entry | None]]]:
-        """Per path changed after point k: (inside a call window?, content before) for each
-        change, oldest first."""
+                ) -> dict[str, list[tuple[str, Entry | None]]]:
+        """Per path changed after point k: (whose: "agent", "user" or "ambiguous", content
+        before) for each change, oldest first."""
         observed = [tree for _, tree in self.points[k:]] + [now]
-        found: dict[str, list[tuple[bool, Entry | None]]] = {}
+        found: dict[str, list[tuple[str, Entry | None]]] = {}
         for i in range(len(observed) - 1):
-            agent = (k + i, k + i + 1) in self.windows
-            for path in PATHS:
-                if observed[i].get(path) != observed[i + 1].get(path):
-                    found.setdefault(path, []).append((agent, observed[i].get(path)))
+            window = self.windows.get((k + i, k + i + 1))
+            then, after = observed[i], observed[i + 1]
+            changed = [p for p in PATHS if then.get(p) != after.get(p)]
+            for path in changed:
+                whose = "user" if window is None else "agent"
+                if window and then.get(path) is None and _stray(path, then, changed):
+                    whose = "user"
+                elif window and any(w == "user" for w, _ in found.get(path, ())):
+                    whose = "ambiguous"
+                found.setdefault(path, []).append((whose, then.get(path)))
         return found
+
+
+def _stray(path: str, then: dict[str, Entry], changed: list[str]) -> bool:
+    """A new file in a directory that was there and where the step changed nothing that
+    was there before (window_rules.strays)."""
+    where = path.rpartition("/")[0]
+    if where and not any(p.startswith(where + "/") for p in then):
+        return False                        # the command made the directory
+    return not any(p.rpartition("/")[0] == where and then.get(p) is not None
+                   for p in changed)
 
 
 def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> RollbackResult:
@@ -101,12 +123,12 @@ def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> Roll
     after = tree_state(root)
     conflicts: set[str] = set()
     for path, steps in changes.items():
-        agents = [i for i, (agent, _) in enumerate(steps) if agent]
+        agents = [i for i, (whose, _) in enumerate(steps) if whose != "user"]
         if not agents:
             assert after.get(path) == before.get(path), f"{path}: only the user changed it"
             continue
         found = steps[agents[0]][1]          # as the agent found it
-        if all(agent for agent, _ in steps[agents[0]:]):
+        if all(whose == "agent" for whose, _ in steps[agents[0]:]):
             assert after.get(path) == found, f"{path}: back to what the agent found"
         else:
             assert after.get(path) == before.get(path), f"{path}: the user changed it"
@@ -158,7 +180,7 @@ def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
                 perform(root, action)
             done = guard.end_call(entry.call_id, "succeeded")
             history.add(done.post_checkpoint_id or "", tree_state(root))
-            history.close_window()
+            history.close_window(command=True)
 
     before = tree_state(root)
     result = checked_rollback(guard, root, history, picks[-1] % len(history.points))
