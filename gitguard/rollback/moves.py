@@ -30,8 +30,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gitguard.calls import window_rules
 from gitguard.calls.classify import command_of
-from gitguard.calls.shell_targets import moved_paths, written_paths
+from gitguard.calls.shell_targets import moved_paths
 from gitguard.errors import GitguardError
 from gitguard.models import ToolLedgerEntry
 from gitguard.storage.store import Store
@@ -80,11 +81,14 @@ def _input(store: Store, entry: ToolLedgerEntry) -> dict[str, object] | None:
     return tool_input if isinstance(tool_input, dict) else None
 
 
-def unpredictable(store: Store, entry: ToolLedgerEntry) -> bool:
-    """Whether the call ran a command whose writes cannot be read from its words."""
+def command_dirs(store: Store, root: str, entry: ToolLedgerEntry) -> frozenset[str] | None:
+    """The directories the call's command ran in, when its writes cannot be read from its
+    words (window_rules.command_dirs); None otherwise."""
     tool_input = _input(store, entry)
-    command = command_of(entry.tool_name, tool_input) if tool_input is not None else None
-    return command is not None and written_paths(command, "/") is None
+    if tool_input is None:
+        return None
+    return window_rules.command_dirs(command_of(entry.tool_name, tool_input), tool_input,
+                                     root)
 
 
 def _named(store: Store, root: str, entry: ToolLedgerEntry) -> list[tuple[str, str]]:

@@ -495,14 +495,16 @@ def strays_of(g: GuardContext, ended: list[ToolLedgerEntry], rows: list[Any],
     found: list[tuple[str, str]] = []
     for entry in ended:
         window = windows.get(entry.call_id)
-        if window is None or entry.declared_writes or not moves.unpredictable(g.store, entry):
+        dirs = (moves.command_dirs(g.store, str(g.ws.root), entry)
+                if window is not None and not entry.declared_writes else None)
+        if window is None or dirs is None:
             continue
         before = g.snap.tree_of(rows[window.start].snapshot_commit)
         after = g.snap.tree_of(rows[window.end].snapshot_commit)
         changes = [(c.path, c.old_oid) for c in g.snap.diff(before, after)]
         patched = {p.path for p in entry.file_patches}
-        stray = window_rules.strays(changes, frozenset(), window_rules.dirs_of(g.snap.repo,
-                                                                               before))
+        stray = window_rules.strays(changes, frozenset(),
+                                    window_rules.dirs_of(g.snap.repo, before), dirs)
         for path in sorted(stray - patched):
             if os.path.lexists(g.ws.root / path):
                 found.append((path, f"created while {entry.call_id} ran, in a directory that "

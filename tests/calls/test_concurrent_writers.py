@@ -128,8 +128,7 @@ def test_a_shell_call_does_not_own_what_the_user_committed_in_its_window(
         begin = gg(repo, "call", "begin", "--tool", "Bash", "--json",
                    "--input", json.dumps({"command": "make report"}))
         call_id = json.loads(begin.stdout)["callId"]
-        (repo / "out").mkdir()              # a directory the command made: its files are its
-        (repo / "out" / "report.txt").write_text("made by make\n")
+        (repo / "report.txt").write_text("made by make\n")
         (repo / "mine.txt").write_text("the user's, committed while make ran\n")
         git(repo, "add", "mine.txt")
         git(repo, "commit", "-qm", "mine")          # the post-commit hook records it
@@ -139,5 +138,5 @@ def test_a_shell_call_does_not_own_what_the_user_committed_in_its_window(
         first = json.loads(gg(repo, "checkpoints", "--json").stdout)[0]["checkpointId"]
         plan = json.loads(gg(repo, "rollback-files", "--to", first, "--dry-run",
                              "--json").stdout)
-    assert [p["path"] for p in entry["filePatches"]] == ["out/report.txt"]
-    assert plan["deleted"] == ["out/report.txt"] and not plan["conflicts"]
+    assert [p["path"] for p in entry["filePatches"]] == ["report.txt"]
+    assert plan["deleted"] == ["report.txt"] and not plan["conflicts"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitguard.api import Guard
-from gitguard.calls.window_rules import strays
+from gitguard.calls.window_rules import strays, worked_in
 from gitguard.rollback import conflicts
 from gitguard.rollback.rollback_files import rollback_files
 from tests.helpers.commands import gg
@@ -30,10 +30,24 @@ def _start(repo: Path) -> str:
 
 
 def test_a_stray_is_a_new_file_in_a_directory_that_was_there_and_went_untouched() -> None:
-    existed = {"src", "docs"}.__contains__
+    existed = {"src", "docs", "lib"}.__contains__
     changes = [("src/app.py", "0" * 40), ("src/gen.py", None), ("docs/note.md", None),
-               ("build/lib/x.py", None), ("top.txt", None), ("named.txt", None)]
-    assert strays(changes, frozenset({"named.txt"}), existed) == {"docs/note.md", "top.txt"}
+               ("build/lib/x.py", None), ("top.txt", None), ("lib/named.txt", None),
+               ("lib/other.txt", None)]
+    assert strays(changes, frozenset({"lib/named.txt"}), existed) == {
+        "docs/note.md", "lib/other.txt"}, "the top is where it runs: top.txt is its"
+    assert strays(changes, frozenset(), existed, worked_in=("", "docs")) == {
+        "lib/other.txt", "lib/named.txt"}
+
+
+@pytest.mark.parametrize(("command", "dirs"), [
+    ("make", {""}),
+    ("cd docs && make html", {"", "docs"}),
+    ("cd /elsewhere && make", {""}),
+    ("cd ../.. && make", {""}),
+])
+def test_the_directories_a_command_runs_in(command: str, dirs: set[str]) -> None:
+    assert worked_in(command, "") == dirs
 
 
 @MODES
@@ -45,17 +59,18 @@ def test_a_file_you_create_while_a_build_runs_stays_yours(repo: Path, daemon: bo
             (repo / "src" / "app.py").write_text(APP + "# generated\n")   # the build's
             (repo / "out").mkdir()
             (repo / "out" / "app.bin").write_bytes(b"\x7fELF")            # the build's
+            (repo / "build.lock").write_text("where it runs\n")            # the build's
             (repo / "docs" / "notes.md").write_text("the user's notes\n")  # yours
-            (repo / "todo.txt").write_text("the user's list\n")            # yours
         entry = guard.ledger()[-1]
-        assert sorted(p.path for p in entry.file_patches) == ["out/app.bin", "src/app.py"]
+        assert sorted(p.path for p in entry.file_patches) == ["build.lock", "out/app.bin",
+                                                              "src/app.py"]
         done = json.loads(gg(repo, "rollback-files", "--to", first, "--json").stdout)
-        assert done["restored"] == ["src/app.py"] and done["deleted"] == ["out/app.bin"]
+        assert done["restored"] == ["src/app.py"]
+        assert done["deleted"] == ["build.lock", "out/app.bin"]
         left = {item["path"]: item["reason"] for item in done["left"]}
-        assert set(left) == {"docs/notes.md", "todo.txt"}
-        assert "created while call_1 ran" in left["todo.txt"]
+        assert set(left) == {"docs/notes.md"}
+        assert "created while call_1 ran" in left["docs/notes.md"]
         assert (repo / "docs" / "notes.md").read_text() == "the user's notes\n"
-        assert (repo / "todo.txt").read_text() == "the user's list\n"
         assert (repo / "src" / "app.py").read_text() == APP
 
 

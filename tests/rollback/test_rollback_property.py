@@ -106,11 +106,13 @@ class History:
 
 
 def _stray(path: str, then: dict[str, Entry], changed: list[str]) -> bool:
-    """A new file in a directory that was there and where the step changed nothing that
-    was there before (window_rules.strays)."""
+    """A new file in a directory that was there, that the command does not run in (the
+    top), and where the step changed nothing that was there before (window_rules)."""
     where = path.rpartition("/")[0]
-    if where and not any(p.startswith(where + "/") for p in then):
-        return False                        # the command made the directory
+    if not where or not any(p.startswith(where + "/") for p in then):
+        return False                        # where it runs, or a directory it made
+    if any(p.startswith(path + "/") for p in then):
+        return False                        # it replaced a directory that was there
     return not any(p.rpartition("/")[0] == where and then.get(p) is not None
                    for p in changed)
 
