@@ -267,7 +267,8 @@ def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None =
         # (one fsync): nothing names them before the ledger record. A delegation owns no
         # change: what its window saw, its subagent's calls (or the user) made.
         patches, patch = ((), b"") if is_delegation(entry.tool_name) else _file_patches(
-            g, index, entry, tree.tree, _not_its_own(g, state, entry, declared_only))
+            g, index, entry, tree.tree, _not_its_own(g, state, entry, declared_only),
+            strays=None if declared_only else _command_dirs(g, entry, stored_input))
         items = [(PATCH_NAME.format(call_id), patch)] if patches else []
         if data is not None:
             items.append((f"result_{call_id}.txt", data))
@@ -391,16 +392,44 @@ def _declared_by_overlapping(state: journal.LedgerState, entry: ToolLedgerEntry)
     return found
 
 
+def _command_dirs(g: GuardContext, entry: ToolLedgerEntry,
+                  stored: dict[str, Any] | None) -> frozenset[str] | None:
+    """The directories the call's command runs in, when it ran a command whose writes
+    cannot be read from its words (the stray rule: window_rules); None otherwise. Its
+    stored input says, read when it was not read already."""
+    from gitguard.calls import window_rules
+    from gitguard.calls.classify import command_of
+    from gitguard.calls.classify_tools import COMMAND_TOOLS, tool_key
+
+    if tool_key(entry.tool_name) not in COMMAND_TOOLS:
+        return None
+    stored = stored if stored is not None else _stored_input(g, entry)
+    if stored is None:
+        return None
+    return window_rules.command_dirs(command_of(entry.tool_name, stored), stored,
+                                     str(g.ws.root))
+
+
 def _file_patches(g: GuardContext, index: checkpoints.Index, entry: ToolLedgerEntry,
-                  post_tree: str, not_its_own: Callable[[str], bool] = lambda _p: False
+                  post_tree: str, not_its_own: Callable[[str], bool] = lambda _p: False,
+                  strays: frozenset[str] | None = None
                   ) -> tuple[tuple[FilePatchEntry, ...], bytes]:
     """The call's file patches and the patch artifact's bytes (never redacted), which the
-    caller stores as PATCH_NAME."""
+    caller stores as PATCH_NAME. `strays`: the directories a command whose writes cannot
+    be read from its words ran in; it leaves out the new files in directories it did not
+    touch (`window_rules`). None: no such command."""
     if entry.pre_checkpoint_id is None:
         return (), b""
     pre = checkpoints.load(g.store, index.find(entry.pre_checkpoint_id))
     pre_tree = g.snap.tree_of(pre.snapshot_commit)
     changes = [c for c in g.snap.diff(pre_tree, post_tree) if not not_its_own(c.path)]
+    if strays is not None:
+        from gitguard.calls import window_rules
+
+        stray = window_rules.strays([(c.path, c.old_oid) for c in changes],
+                                    frozenset(entry.declared_writes),
+                                    window_rules.dirs_of(g.snap.repo, pre_tree), strays)
+        changes = [c for c in changes if c.path not in stray]
     # What a git command of the user's left while the call was open is the user's (git hooks).
     users = git_moves.left_by_user(g.store, g.snap, index, entry.pre_checkpoint_id)
     changes = [c for c in changes if c.path not in users or users[c.path] != c.new_oid]

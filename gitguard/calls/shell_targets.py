@@ -40,6 +40,7 @@ _QUIET = _words("""
     echo printf cat ls pwd true false test [ grep egrep fgrep rg ag head tail wc uniq
     cut tr diff cmp file stat which type date printenv id whoami uname
     basename dirname realpath readlink sleep seq jq less more du df hostname
+    exit : export unset set shift wait
 """)
 # Options through which an otherwise quiet program writes or runs something.
 _FIND_ACTIONS = _words("-delete -exec -execdir -ok -okdir -fprint -fprint0 -fprintf -fls")

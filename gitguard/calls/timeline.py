@@ -266,11 +266,30 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
                                                   for pos, tree in timeline.points]
     states.append((NOW, now))
     changes: list[Change] = []
+    yours = False        # the user changed it since the target (window_rules: open history)
     for (start, before), (end, after) in zip(states, states[1:], strict=False):
         if before != after:
             change = _change(timeline, path, start, end, before, after)
+            if yours and change.owner != USER:
+                change = _open_history(timeline, path, change)
+            yours = yours or change.owner == USER
             changes.append(replace(change, since=timeline.stamps.get(start)))
     return PathHistory(path, states[0][1], now, tuple(changes))
+
+
+def _open_history(timeline: Timeline, path: str, change: Change) -> Change:
+    """A change a call owns only by its window (it did not name the path) to a file the
+    user changed before it is ambiguous: it may be the user's own save while the command
+    ran (window_rules, open history)."""
+    if change.confidence != "window" or change.why is not None:
+        return change
+    window = next((w for w in timeline.windows if w.call_id == change.owner), None)
+    if window is None or declares(window.declared, path):
+        return change
+    return replace(change, confidence="ambiguous",
+                   why=f"{change.owner} is a command whose writes cannot be read from its "
+                       f"words, and you had changed {path} before it ran: its change cannot "
+                       "be told from a save of yours while it ran")
 
 
 def _change(timeline: Timeline, path: str, start: int, end: int, before: FileState | None,

@@ -30,6 +30,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gitguard.calls import window_rules
 from gitguard.calls.classify import command_of
 from gitguard.calls.shell_targets import moved_paths
 from gitguard.errors import GitguardError
@@ -70,18 +71,31 @@ def of_entries(store: Store, root: str, entries: Iterable[ToolLedgerEntry]) -> l
     return found
 
 
-def _named(store: Store, root: str, entry: ToolLedgerEntry) -> list[tuple[str, str]]:
-    """The (source, destination) pairs the call's command names, workspace-relative."""
+def _input(store: Store, entry: ToolLedgerEntry) -> dict[str, object] | None:
     if entry.input_ref is None:
-        return []
+        return None
     try:
         tool_input = json.loads(store.read_artifact(entry.input_ref))
     except (GitguardError, OSError, ValueError):
-        return []
-    if not isinstance(tool_input, dict):
-        return []
-    command = command_of(entry.tool_name, tool_input)
-    if command is None:
+        return None
+    return tool_input if isinstance(tool_input, dict) else None
+
+
+def command_dirs(store: Store, root: str, entry: ToolLedgerEntry) -> frozenset[str] | None:
+    """The directories the call's command ran in, when its writes cannot be read from its
+    words (window_rules.command_dirs); None otherwise."""
+    tool_input = _input(store, entry)
+    if tool_input is None:
+        return None
+    return window_rules.command_dirs(command_of(entry.tool_name, tool_input), tool_input,
+                                     root)
+
+
+def _named(store: Store, root: str, entry: ToolLedgerEntry) -> list[tuple[str, str]]:
+    """The (source, destination) pairs the call's command names, workspace-relative."""
+    tool_input = _input(store, entry)
+    command = command_of(entry.tool_name, tool_input) if tool_input is not None else None
+    if tool_input is None or command is None:
         return []
     where = tool_input.get("cwd")
     base = os.path.normpath(os.path.join(root, where) if isinstance(where, str) else root)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitguard import clock, fileops
-from gitguard.calls import background, timeline
+from gitguard.calls import background, timeline, window_rules
 from gitguard.calls.attribution import USER
 from gitguard.calls.timeline import UNKNOWN, PathHistory
 from gitguard.errors import GitguardError, UnsafePath
@@ -37,8 +37,9 @@ from gitguard.models import (
     ConflictChange,
     RecoveryAction,
     RollbackFiles,
+    ToolLedgerEntry,
 )
-from gitguard.rollback import conflicts
+from gitguard.rollback import conflicts, moves
 from gitguard.rollback.moves import Move
 from gitguard.rollback.moves import of_entries as moves_of
 from gitguard.rollback.workspace_writer import (
@@ -428,6 +429,7 @@ class Facts:
     conversion: filters.Conversion | None = None
     foreign: dict[str, str] = field(default_factory=dict)    # other sessions' calls
     moves: list[Move] = field(default_factory=list)          # files agent calls moved
+    strays: list[tuple[str, str]] = field(default_factory=list)   # (path, why) left as yours
 
     def now(self) -> dict[str, FileState | None]:
         """Each path's state now as git stores it (the safety checkpoint's content)."""
@@ -480,7 +482,36 @@ def gather(g: GuardContext, target: Checkpoint, store_blobs: bool,
     ended = [state.entries[w.call_id] for w in line.agent_windows() if w.ended and (
         own is None or state.entries[w.call_id].session_id in own)]
     return Facts(state, observed, items, on_disk, convert, foreign_calls(state, own),
-                 moves_of(g.store, str(g.ws.root), ended))
+                 moves_of(g.store, str(g.ws.root), ended),
+                 [s for s in strays_of(g, ended, index.rows, line) if s[0] not in items])
+
+
+def strays_of(g: GuardContext, ended: list[ToolLedgerEntry], rows: list[Any],
+              line: timeline.Timeline) -> list[tuple[str, str]]:
+    """The files a command whose writes cannot be read from its words did not get, though
+    they appeared while it ran (window_rules.strays), that are still there: rollback
+    leaves them as the user's, and says so."""
+    windows = {w.call_id: w for w in line.agent_windows() if w.ended and w.shell}
+    found: list[tuple[str, str]] = []
+    for entry in ended:
+        window = windows.get(entry.call_id)
+        dirs = (moves.command_dirs(g.store, str(g.ws.root), entry)
+                if window is not None and not entry.declared_writes else None)
+        if window is None or dirs is None:
+            continue
+        before = g.snap.tree_of(rows[window.start].snapshot_commit)
+        after = g.snap.tree_of(rows[window.end].snapshot_commit)
+        changes = [(c.path, c.old_oid) for c in g.snap.diff(before, after)]
+        patched = {p.path for p in entry.file_patches}
+        stray = window_rules.strays(changes, frozenset(),
+                                    window_rules.dirs_of(g.snap.repo, before), dirs)
+        for path in sorted(stray - patched):
+            if os.path.lexists(g.ws.root / path):
+                found.append((path, f"created while {entry.call_id} ran, in a directory that "
+                                    "command did not otherwise touch, and its words do not name "
+                                    "it: yours, so rollback leaves it; delete it if the "
+                                    "command made it"))
+    return found
 
 
 def _git_form(convert: filters.Conversion, root: Path, seen: Observed,
@@ -599,7 +630,7 @@ def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False,
         target = checkpoints.load(g.store, index.find(checkpoint_id))
         facts = gather(g, target, store_blobs=not dry_run, index=index)
         plan = make_plan(g, target, facts)
-        plan.left = left_out(g, index, target)
+        plan.left = left_out(g, index, target) + facts.strays
         if only:
             _narrow(plan, only)
         result = Result(plan, dry_run, conflicts=list(plan.conflicts))

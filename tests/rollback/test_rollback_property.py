@@ -11,14 +11,20 @@ plus that file, so those changes show at the next snapshot (a change the user un
 before it is not seen at all). User edits come before, between, during and after
 calls. After rolling back to checkpoint k, for a path the agent changed after k, with
 "found" its content right before the agent's first change:
-- when only the agent changed it since that change, it holds "found" (the user's
-  edits made before the agent's first write included);
+- when only the agent changed it since that change, or it holds exactly what the last
+  agent change left (whatever moved it in between), it holds "found" (the user's edits
+  made before the agent's first write included);
 - otherwise it is byte-identical to before the rollback, and listed as a conflict
   unless it already holds "found";
 - a path only the user changed after k is byte-identical to before the rollback;
 - nothing else changed (untracked, ignored and oversized files included);
 - rolling back to the rollback's safety checkpoint gives back the tree as it was
   before the rollback, byte for byte.
+
+The agent's calls are commands whose writes cannot be read from their words
+(docs/rollback.md, window_rules): a file one creates in a directory that was there and
+where it changed nothing else is the user's (a stray), and its change to a file the user
+changed before it since k is ambiguous (a conflict, never reverted).
 """
 
 from __future__ import annotations
@@ -93,33 +99,46 @@ class History:
 
     def __init__(self) -> None:
         self.points: list[tuple[str, dict[str, Entry]]] = []   # (checkpoint id, tree then)
-        # (pre, post) indexes -> the paths the call owns there (None: all that changed)
-        self.windows: dict[tuple[int, int], frozenset[str] | None] = {}
+        # (pre, post) indexes -> (the paths the call owns there, None: all that changed;
+        # whether a command the words say nothing of ran there)
+        self.windows: dict[tuple[int, int], tuple[frozenset[str] | None, bool]] = {}
 
     def add(self, checkpoint_id: str, tree: dict[str, Entry]) -> None:
         self.points.append((checkpoint_id, tree))
 
-    def close_window(self, owns: frozenset[str] | None = None) -> None:
-        self.windows[(len(self.points) - 2, len(self.points) - 1)] = owns
-
-    def agents(self, window: tuple[int, int], path: str) -> bool:
-        if window not in self.windows:
-            return False
-        owns = self.windows[window]
-        return owns is None or path in owns
+    def close_window(self, owns: frozenset[str] | None = None, command: bool = False) -> None:
+        self.windows[(len(self.points) - 2, len(self.points) - 1)] = (owns, command)
 
     def changes(self, k: int, now: dict[str, Entry]
-                ) -> dict[str, list[tuple[bool, Entry | None]]]:
-        """Per path changed after point k: (inside a call window?, content before) for each
-        change, oldest first."""
+                ) -> dict[str, list[tuple[str, Entry | None]]]:
+        """Per path changed after point k: (whose: "agent", "user" or "ambiguous", content
+        before) for each change, oldest first."""
         observed = [tree for _, tree in self.points[k:]] + [now]
-        found: dict[str, list[tuple[bool, Entry | None]]] = {}
+        found: dict[str, list[tuple[str, Entry | None]]] = {}
         for i in range(len(observed) - 1):
-            for path in PATHS:
-                if observed[i].get(path) != observed[i + 1].get(path):
-                    agent = self.agents((k + i, k + i + 1), path)
-                    found.setdefault(path, []).append((agent, observed[i].get(path)))
+            owns, command = self.windows.get((k + i, k + i + 1), (frozenset(), False))
+            then, after = observed[i], observed[i + 1]
+            changed = [p for p in PATHS if then.get(p) != after.get(p)]
+            for path in changed:
+                whose = "agent" if owns is None or path in owns else "user"
+                if command and then.get(path) is None and _stray(path, then, changed):
+                    whose = "user"
+                elif command and any(w == "user" for w, _ in found.get(path, ())):
+                    whose = "ambiguous"
+                found.setdefault(path, []).append((whose, then.get(path)))
         return found
+
+
+def _stray(path: str, then: dict[str, Entry], changed: list[str]) -> bool:
+    """A new file in a directory that was there, that the command does not run in (the
+    top), and where the step changed nothing that was there before (window_rules)."""
+    where = path.rpartition("/")[0]
+    if not where or not any(p.startswith(where + "/") for p in then):
+        return False                        # where it runs, or a directory it made
+    if any(p.startswith(path + "/") for p in then):
+        return False                        # it replaced a directory that was there
+    return not any(p.rpartition("/")[0] == where and then.get(p) is not None
+                   for p in changed)
 
 
 def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> RollbackResult:
@@ -130,12 +149,16 @@ def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> Roll
     after = tree_state(root)
     conflicts: set[str] = set()
     for path, steps in changes.items():
-        agents = [i for i, (agent, _) in enumerate(steps) if agent]
+        agents = [i for i, (whose, _) in enumerate(steps) if whose != "user"]
         if not agents:
             assert after.get(path) == before.get(path), f"{path}: only the user changed it"
             continue
         found = steps[agents[0]][1]          # as the agent found it
-        if all(agent for agent, _ in steps[agents[0]:]):
+        # what the last agent change left; a file holding exactly that is the agent's,
+        # whatever moved it in between (docs/rollback.md, Ownership)
+        left = steps[agents[-1] + 1][1] if agents[-1] + 1 < len(steps) else before.get(path)
+        exact = before.get(path) == left and all(w != "ambiguous" for w, _ in steps)
+        if all(whose == "agent" for whose, _ in steps[agents[0]:]) or exact:
             assert after.get(path) == found, f"{path}: back to what the agent found"
         else:
             assert after.get(path) == before.get(path), f"{path}: the user changed it"
@@ -175,6 +198,11 @@ picks_strategy = st.lists(st.integers(min_value=0, max_value=5), min_size=8, max
                                  ("write", "a.txt", b"")]),
                 ("during-edit", [("write", "a.txt", b"one\n"), ("delete", "d/c.txt", b"")]),
                 ("user", [("write", "d/c.txt", b"")])], picks=[0] * 8)
+# and by the soak run: the user recreates what a rollback deleted, a checkpoint sees it,
+# the user deletes it again; absent is what the rollback "wrote", so it is rollable
+@example(steps=[("agent", [("write", "d/e/f.sh", b"")]), ("rollback", []),
+                ("user", [("write", "d/e/f.sh", b"")]), ("checkpoint", []),
+                ("user", [("delete", "d/e/f.sh", b"")])], picks=[0, 0, 0, 0, 0, 0, 0, 2])
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
         steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
@@ -207,7 +235,7 @@ def run_case(root: Path, template: Path, steps: list[tuple[str, list[tuple[str, 
             for action in actions:
                 perform(root, action)
         elif kind == "rollback":
-            checked_rollback(guard, root, history, picks[number] % len(history.points))
+            checked_rollback(guard, root, history, picks[number % len(picks)] % len(history.points))
         elif kind.startswith("during"):
             event("a user edit inside a call's window")
             (_, path, _), user = actions[0], actions[1:]
@@ -235,7 +263,7 @@ def run_case(root: Path, template: Path, steps: list[tuple[str, list[tuple[str, 
                 perform(root, action)
             done = guard.end_call(entry.call_id, "succeeded")
             history.add(done.post_checkpoint_id or "", tree_state(root))
-            history.close_window()
+            history.close_window(command=True)
 
     before = tree_state(root)
     result = checked_rollback(guard, root, history, picks[-1] % len(history.points))
