@@ -268,7 +268,7 @@ def end(g: GuardContext, call_id: str, status: str, result: str | bytes | None =
         # change: what its window saw, its subagent's calls (or the user) made.
         patches, patch = ((), b"") if is_delegation(entry.tool_name) else _file_patches(
             g, index, entry, tree.tree, _not_its_own(g, state, entry, declared_only),
-            strays=None if declared_only else _command_dirs(g, entry, stored_input))
+            strays=None if declared_only else _command_dirs(g, entry, None))
         items = [(PATCH_NAME.format(call_id), patch)] if patches else []
         if data is not None:
             items.append((f"result_{call_id}.txt", data))
