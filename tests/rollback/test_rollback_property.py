@@ -11,8 +11,9 @@ plus that file, so those changes show at the next snapshot (a change the user un
 before it is not seen at all). User edits come before, between, during and after
 calls. After rolling back to checkpoint k, for a path the agent changed after k, with
 "found" its content right before the agent's first change:
-- when only the agent changed it since that change, it holds "found" (the user's
-  edits made before the agent's first write included);
+- when only the agent changed it since that change, or it holds exactly what the last
+  agent change left (whatever moved it in between), it holds "found" (the user's edits
+  made before the agent's first write included);
 - otherwise it is byte-identical to before the rollback, and listed as a conflict
   unless it already holds "found";
 - a path only the user changed after k is byte-identical to before the rollback;
@@ -135,7 +136,10 @@ def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> Roll
             assert after.get(path) == before.get(path), f"{path}: only the user changed it"
             continue
         found = steps[agents[0]][1]          # as the agent found it
-        if all(agent for agent, _ in steps[agents[0]:]):
+        # what the last agent change left; a file holding exactly that is the agent's,
+        # whatever moved it in between (docs/rollback.md, Ownership)
+        left = steps[agents[-1] + 1][1] if agents[-1] + 1 < len(steps) else before.get(path)
+        if all(agent for agent, _ in steps[agents[0]:]) or before.get(path) == left:
             assert after.get(path) == found, f"{path}: back to what the agent found"
         else:
             assert after.get(path) == before.get(path), f"{path}: the user changed it"
@@ -175,6 +179,11 @@ picks_strategy = st.lists(st.integers(min_value=0, max_value=5), min_size=8, max
                                  ("write", "a.txt", b"")]),
                 ("during-edit", [("write", "a.txt", b"one\n"), ("delete", "d/c.txt", b"")]),
                 ("user", [("write", "d/c.txt", b"")])], picks=[0] * 8)
+# and by the soak run: the user recreates what a rollback deleted, a checkpoint sees it,
+# the user deletes it again; absent is what the rollback "wrote", so it is rollable
+@example(steps=[("agent", [("write", "d/e/f.sh", b"")]), ("rollback", []),
+                ("user", [("write", "d/e/f.sh", b"")]), ("checkpoint", []),
+                ("user", [("delete", "d/e/f.sh", b"")])], picks=[0, 0, 0, 0, 0, 0, 0, 2])
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
         steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
@@ -207,7 +216,7 @@ def run_case(root: Path, template: Path, steps: list[tuple[str, list[tuple[str, 
             for action in actions:
                 perform(root, action)
         elif kind == "rollback":
-            checked_rollback(guard, root, history, picks[number] % len(history.points))
+            checked_rollback(guard, root, history, picks[number % len(picks)] % len(history.points))
         elif kind.startswith("during"):
             event("a user edit inside a call's window")
             (_, path, _), user = actions[0], actions[1:]
