@@ -12,8 +12,9 @@ before it is not seen at all). User edits come before, between, during and after
 calls. After rolling back to checkpoint k, for a path the agent changed after k, with
 "found" its content right before the agent's first change:
 - when only the agent changed it since that change, or it holds exactly what the last
-  agent change left (whatever moved it in between), it holds "found" (the user's edits
-  made before the agent's first write included);
+  agent change left and the user changed it only after that one (whatever moved it
+  since), it holds "found" (the user's edits made before the agent's first write
+  included);
 - otherwise it is byte-identical to before the rollback, and listed as a conflict
   unless it already holds "found";
 - a path only the user changed after k is byte-identical to before the rollback;
@@ -154,10 +155,13 @@ def checked_rollback(guard: Guard, root: Path, history: History, k: int) -> Roll
             assert after.get(path) == before.get(path), f"{path}: only the user changed it"
             continue
         found = steps[agents[0]][1]          # as the agent found it
-        # what the last agent change left; a file holding exactly that is the agent's,
-        # whatever moved it in between (docs/rollback.md, Ownership)
+        # what the last agent change left: a file holding exactly that is the agent's,
+        # whatever moved it after that change (docs/rollback.md, Ownership); a user change
+        # between two agent changes, or an ambiguous one, still makes it a conflict
         left = steps[agents[-1] + 1][1] if agents[-1] + 1 < len(steps) else before.get(path)
-        exact = before.get(path) == left and all(w != "ambiguous" for w, _ in steps)
+        between = not all(whose == "agent" for whose, _ in steps[agents[0]:agents[-1]])
+        exact = (not between and before.get(path) == left
+                 and all(whose != "ambiguous" for whose, _ in steps))
         if all(whose == "agent" for whose, _ in steps[agents[0]:]) or exact:
             assert after.get(path) == found, f"{path}: back to what the agent found"
         else:
@@ -203,6 +207,8 @@ picks_strategy = st.lists(st.integers(min_value=0, max_value=5), min_size=8, max
 @example(steps=[("agent", [("write", "d/e/f.sh", b"")]), ("rollback", []),
                 ("user", [("write", "d/e/f.sh", b"")]), ("checkpoint", []),
                 ("user", [("delete", "d/e/f.sh", b"")])], picks=[0, 0, 0, 0, 0, 0, 0, 2])
+@example(steps=[("agent", [("write", "a.txt", b"")]), ("user", [("delete", "a.txt", b"")]),
+                ("agent", [("write", "a.txt", b"")])], picks=[0] * 8)
 def test_rollback_reverts_only_the_agent_and_is_itself_revertible(
         template: Path, tmp_path_factory: pytest.TempPathFactory,
         steps: list[tuple[str, list[tuple[str, str, bytes]]]], picks: list[int]) -> None:
