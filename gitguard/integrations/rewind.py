@@ -127,15 +127,7 @@ def _remember(g: GuardContext, session_id: str, transcript_path: str, stat: list
     durable.ensure_dir(path.parent)
     data = json.dumps({"transcript": transcript_path, "stat": stat, "offset": look.offset,
                        "turn": sorted(look.turn)}).encode() + b"\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    durable.replace_unsynced(path, data)
 
 
 def _mark(g: GuardContext, session_id: str, found: rewind_transcript.Transcript,

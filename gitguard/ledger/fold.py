@@ -16,10 +16,8 @@ line is still reported.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,19 +293,7 @@ def _save(cache: Path, raw: bytes, folded: Fold) -> None:
     except pydantic_core.PydanticSerializationError:   # lone surrogates: json keeps them
         data = durable.canonical_json(record.model_dump(mode="json", by_alias=True,
                                                         exclude_defaults=True))
-    _replace_unsynced(cache, durable.encode_line({}, dumps=lambda _: data))
+    # A cache: one a crash left empty or torn fails its checksum and the ledger is
+    # folded in full; a read-only store is folded in full every time.
+    durable.replace_unsynced(cache, durable.encode_line({}, dumps=lambda _: data))
 
-
-def _replace_unsynced(path: Path, data: bytes) -> None:
-    """Write tmp, rename over; no fsync, so a read never waits for the disk. Only a cache:
-    one a crash left empty or torn fails its checksum and the ledger is folded in full.
-    A read-only store is folded in full every time."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, durable.FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()

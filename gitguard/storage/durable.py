@@ -91,6 +91,21 @@ def ensure_dir(path: Path) -> None:
         path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
 
 
+def replace_unsynced(path: Path, data: bytes) -> None:
+    """Write tmp, rename over; no fsync, so a read never waits for the disk. For caches
+    only: one a crash left empty or torn must be detected (a checksum) or harmless (read
+    again in full). A failure leaves the old file and no temp file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE, sync_dir: bool = True) -> None:
     """Write tmp, fsync, rename over, fsync the directory (`sync_dir=False`: the caller
     fsyncs it once after several writes, before anything names them)."""
