@@ -170,12 +170,16 @@ def decide(plan: Plan, items: Iterable[PathHistory], records: list[Attribution],
     change of theirs to a candidate makes it a conflict (one session's rollback never
     reverts another's work).
 
-    `moves`: files agent calls moved; each is judged as one file across its two paths
-    (`decide_move`)."""
+    `moves`: files agent calls moved, oldest first; each is judged as one file across its
+    two paths (`decide_move`). The newest first: in a chain (a -> b, then b -> c) the
+    last move holds the file as it is now, user lines carried through `b` included, so
+    it takes `b` and `c`; the earlier move's source is then judged alone and goes back
+    to its own restore target (a file's bytes are never deleted on an earlier hop's
+    word)."""
     touches = timeline.by_path(records)      # once, not a pass over every record per path
     foreign = foreign or {}
     by_path = {item.path: item for item in items}
-    for move in moves:
+    for move in reversed(list(moves)):
         source, dest = by_path.get(move.source), by_path.get(move.dest)
         if source is None or dest is None:
             continue

@@ -172,6 +172,47 @@ def test_an_agent_edit_then_a_user_edit_then_a_move_merges_out_only_the_agents(
 
 
 @MODES
+def test_a_file_moved_twice_keeps_the_users_lines_carried_through_the_middle(
+        repo: Path, daemon: bool) -> None:
+    """The session fuzz's seeds 128 and 155: `mv a b`, the user edits b, `mv b c`. Judged
+    from the first move, b was taken by it and c, alone, looked agent-made: deleted with
+    the user's line. The newest move is judged first and keeps c."""
+    _committed(repo)
+    first = _start(repo)
+    with daemon_if(repo, daemon):
+        guard = Guard.open(repo)
+        _shell(guard, repo, "mv doc.txt middle.txt")
+        (repo / "middle.txt").write_bytes(BASE + b"the user's line\n")
+        guard.checkpoint()
+        _shell(guard, repo, "mv middle.txt last.txt")
+        before = tree_state(repo)
+        done = json.loads(gg(repo, "rollback-files", "--to", first, "--json",
+                             check=False).stdout)
+        assert (repo / "last.txt").read_bytes() == BASE + b"the user's line\n"
+        assert (repo / "doc.txt").read_bytes() == BASE, "the first move's source is back"
+        assert "last.txt" not in done["deleted"]
+        assert [c["path"] for c in done["conflicts"]] == ["middle.txt"]
+        # the conflict stays pending, so the undo exits 5 too; it brings every byte back
+        gg(repo, "rollback-files", "--to", done["safetyCheckpointId"], check=False)
+        assert tree_state(repo) == before
+
+
+@MODES
+def test_a_file_moved_twice_by_the_agent_alone_goes_back_whole(repo: Path,
+                                                                daemon: bool) -> None:
+    _committed(repo)
+    first = _start(repo)
+    with daemon_if(repo, daemon):
+        guard = Guard.open(repo)
+        _shell(guard, repo, "mv doc.txt middle.txt")
+        _shell(guard, repo, "mv middle.txt last.txt")
+        done = rollback_files(guard, first)
+        assert not done.conflicts
+        assert (repo / "doc.txt").read_bytes() == BASE
+        assert not (repo / "middle.txt").exists() and not (repo / "last.txt").exists()
+
+
+@MODES
 def test_git_mv_into_a_directory_goes_back_as_a_move(repo: Path, daemon: bool) -> None:
     _committed(repo)
     first = _start(repo)
