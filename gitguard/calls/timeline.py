@@ -260,8 +260,13 @@ def _same(recorded: FileState | None, seen: FileState | None) -> bool:
 
 
 def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileState | None],
-            now: FileState | None) -> PathHistory:
-    """The path's state at each checkpoint from the target on, and who made each change."""
+            now: FileState | None, open_history: bool = True) -> PathHistory:
+    """The path's state at each checkpoint from the target on, and who made each change.
+
+    `open_history`: a command's change to a file the user changed since the target is
+    ambiguous (window_rules). Blame reads each change against its own call's pre
+    checkpoint, the rollback that undoes that call, where no user change comes between
+    (`False`)."""
     states: list[tuple[int, FileState | None]] = [(pos, lookup(tree, path))
                                                   for pos, tree in timeline.points]
     states.append((NOW, now))
@@ -270,7 +275,7 @@ def history(timeline: Timeline, path: str, lookup: Callable[[str, str], FileStat
     for (start, before), (end, after) in zip(states, states[1:], strict=False):
         if before != after:
             change = _change(timeline, path, start, end, before, after)
-            if yours and change.owner != USER:
+            if open_history and yours and change.owner != USER:
                 change = _open_history(timeline, path, change)
             yours = yours or change.owner == USER
             changes.append(replace(change, since=timeline.stamps.get(start)))

@@ -28,6 +28,7 @@ WHERE: dict[str, tuple[str, str]] = {
     "restore-session": ("rollback", "restore_session"),
     "compensate": ("rollback", "compensate"), "conflicts": ("rollback", "conflicts"),
     "daemon": ("daemon", "daemon"), "timeline": ("timeline", "timeline"),
+    "blame": ("blame", "blame"),
 }
 
 
