@@ -250,6 +250,30 @@ def test_a_calls_diff_opens_and_is_gitguard_diff(opened: Opened, recorded: Recor
         assert shown is not None and shown.encode() == printed, call_id
 
 
+def test_who_wrote_each_line_is_gitguard_blame(opened: Opened, recorded: Recorded) -> None:
+    """The working-tree section's line view holds `gitguard blame PATH --json`'s owners."""
+    page, repo = opened.page, recorded.repo
+    changed = [d["path"] for d in repo.gg_json("status")["dirty"]]
+    shown = page.eval_on_selector_all("#now-body button[data-blame]",
+                                      "bs => bs.map(b => b.closest('tr').cells[0].textContent)")
+    assert "NOTES.md" in shown and "app.py" in shown, shown
+    assert set(shown) <= set(changed)
+    for path in ("NOTES.md", "app.py"):
+        button = page.locator(f"#now-body tr:has(td:text-is('{path}')) button[data-blame]")
+        button.focus()
+        page.keyboard.press("Enter")
+        assert button.get_attribute("aria-expanded") == "true"
+        rows = page.eval_on_selector_all(
+            f"table.blame[aria-label='who wrote each line of {path}'] tbody tr",
+            "rs => rs.map(r => [r.dataset.owner, r.dataset.call, r.cells[2].textContent])")
+        printed = repo.gg_json("blame", path)
+        assert rows == [[ln["owner"], ln.get("callId", ""), ln["text"]]
+                        for ln in printed["lines"]], path
+        owners = {r[0] for r in rows}
+        assert "call" in owners and ({"user", "commit"} & owners), rows
+    assert opened.errors == []
+
+
 def test_it_follows_the_colour_scheme_and_saves_a_screenshot(
         browser: Any, recorded: Recorded, tmp_path: Path) -> None:
     backgrounds = {}

@@ -205,35 +205,51 @@ class _Reader:
 
 def blame(g: GuardContext, path: str) -> Blame:
     """Who wrote each line of `path` as it is now."""
-    rel, data = working_file(g, path)
-    repo = g.snap.repo
-    convert = (filters.conversion(repo, g.ws.root, g.ws.git_dir, g.snap.scan_index())
-               if g.ws.is_git else None)
+    return Blamer(g).of(path)
 
-    def content(state: FileState | None) -> bytes | None:
-        """A stored state in working-tree form (how the file on disk compares)."""
-        if state is None or state == timeline.UNKNOWN:
-            return None
-        if convert is not None and state.mode != LINK:
-            return convert.smudge(rel, state.oid)
-        return read_blob(repo, state.oid)
 
-    state = journal.read(g.store)
-    rows = checkpoints.read_index(g.store).rows if g.store.exists() else []
-    result = Blame(rel, [], since=rows[0].checkpoint_id if rows else None)
-    owners: list[Source] = [Source(_EARLIER)] * len(split_lines(data))
-    if rows:
-        line = timeline.build(rows, g.snap.tree_of, rows[0].checkpoint_id, state.in_order(),
-                              lambda entry: planned_targets(g, entry),
-                              background=background.call_ids(g.store))
-        reader = _Reader(g, state, rows, line, content)
-        owners = _history_owners(reader, rel, data, result)
-    owners = _commits(g, state, rel, data, owners, content, result)
-    for number, (text, source) in enumerate(zip(split_lines(data), owners, strict=True), 1):
-        result.lines.append(Line(number, text, source))
-        if source.call_id and source.call_id in state.entries:
-            result.calls[source.call_id] = state.entries[source.call_id]
-    return result
+class Blamer:
+    """Blames files of one workspace, reading the ledger and the checkpoint chain once
+    (the timeline page blames every changed file)."""
+
+    def __init__(self, g: GuardContext) -> None:
+        self.g = g
+        self.state = journal.read(g.store)
+        self.rows = checkpoints.read_index(g.store).rows if g.store.exists() else []
+        self.convert = (filters.conversion(g.snap.repo, g.ws.root, g.ws.git_dir,
+                                           g.snap.scan_index()) if g.ws.is_git else None)
+        self.line = (timeline.build(self.rows, g.snap.tree_of, self.rows[0].checkpoint_id,
+                                    self.state.in_order(),
+                                    lambda entry: planned_targets(g, entry),
+                                    background=background.call_ids(g.store))
+                     if self.rows else None)
+        self.parsed: dict[str, pygit2.Tree] = {}
+
+    def of(self, path: str) -> Blame:
+        g, state, rows = self.g, self.state, self.rows
+        rel, data = working_file(g, path)
+        repo, convert = g.snap.repo, self.convert
+
+        def content(state: FileState | None) -> bytes | None:
+            """A stored state in working-tree form (how the file on disk compares)."""
+            if state is None or state == timeline.UNKNOWN:
+                return None
+            if convert is not None and state.mode != LINK:
+                return convert.smudge(rel, state.oid)
+            return read_blob(repo, state.oid)
+
+        result = Blame(rel, [], since=rows[0].checkpoint_id if rows else None)
+        owners: list[Source] = [Source(_EARLIER)] * len(split_lines(data))
+        if self.line is not None:
+            reader = _Reader(g, state, rows, self.line, content, self.parsed)
+            owners = _history_owners(reader, rel, data, result)
+        owners = _commits(g, state, rel, data, owners, content, result)
+        for number, (text, source) in enumerate(zip(split_lines(data), owners, strict=True),
+                                                1):
+            result.lines.append(Line(number, text, source))
+            if source.call_id and source.call_id in state.entries:
+                result.calls[source.call_id] = state.entries[source.call_id]
+        return result
 
 
 def _history_owners(reader: _Reader, rel: str, data: bytes, result: Blame) -> list[Source]:
@@ -479,14 +495,14 @@ def to_json(found: Blame, undo: Callable[[str], str]) -> dict[str, Any]:
     """The blame as one document (schema gitguard.blame/1)."""
     return {
         "schema": SCHEMA, "path": found.path, "since": found.since,
-        "lines": [_line_json(line) for line in found.lines],
+        "lines": [line_json(line) for line in found.lines],
         "calls": {c: _call_json(e, undo) for c, e in sorted(found.calls.items())},
         "commits": {o: {"author": c.author, "at": c.at, "summary": c.summary}
                     for o, c in sorted(found.commits.items())},
     }
 
 
-def _line_json(line: Line) -> dict[str, Any]:
+def line_json(line: Line) -> dict[str, Any]:
     s = line.source
     out: dict[str, Any] = {"line": line.number,
                            "text": line.text.decode("utf-8", errors="replace"),

@@ -58,8 +58,10 @@
   $("worktrees").innerHTML = others.length ? `Other worktrees of this repository keep their own timeline: ` +
     others.map((w) => w.store ? `<code>${esc(w.command)}</code>` : `<code>${esc(w.path)}</code> (nothing recorded)`).join(", ") : "";
 
-  $("now-body").innerHTML = data.workingTree.map((d) => `<tr><td class="mono">${esc(d.path)}</td><td>${esc(d.change)}</td>
-    <td>${d.byUser ? esc(d.ownerWords) : (byCall.has(d.owner) ? `<a href="#call-${esc(d.owner)}" data-goto="${esc(d.owner)}">${esc(d.ownerWords)}</a>` : esc(d.ownerWords))}</td></tr>`).join("");
+  $("now-body").innerHTML = data.workingTree.map((d, i) => `<tr><td class="mono">${esc(d.path)}</td><td>${esc(d.change)}</td>
+    <td>${d.byUser ? esc(d.ownerWords) : (byCall.has(d.owner) ? `<a href="#call-${esc(d.owner)}" data-goto="${esc(d.owner)}">${esc(d.ownerWords)}</a>` : esc(d.ownerWords))}</td>
+    <td>${d.blame ? `<button type="button" data-blame="${i}" aria-expanded="false" aria-controls="blame-${i}">Who wrote each line (${d.blame.length})</button>` : `<span class="muted">${esc(d.blameNote || "")}</span>`}</td></tr>
+    <tr hidden id="blame-row-${i}"><td colspan="4"><div id="blame-${i}"></div></td></tr>`).join("");
   $("now-empty").hidden = data.workingTree.length > 0;
   $("now-table").hidden = data.workingTree.length === 0;
 
@@ -149,6 +151,22 @@
       ${c.undo ? `<span class="undo">${undoBlock(`undo-${c.callId}`, c.undo, "undo this call and every agent change after it")}</span>` : ""}</div>
       <div id="diff-${esc(c.callId)}"></div></li>`;
   }
+  // `gitguard blame PATH`'s owner column: a call (~: its words did not name the file), you,
+  // a commit, or no one surely
+  function lineOwner(l) {
+    if (l.owner === "call") {
+      const c = byCall.get(l.callId), mark = l.confidence === "window" ? "~" : "";
+      return `<a href="#call-${esc(l.callId)}" data-goto="${esc(l.callId)}">${esc(l.callId)}${mark}</a>${c ? " " + esc(c.tool) : ""}`;
+    }
+    if (l.owner === "ambiguous") return `${esc(l.callId || "")} or you?`;
+    if (l.owner === "commit") return `<span class="mono">${esc((l.commit || "").slice(0, 8))}</span>`;
+    return "you";
+  }
+  function blameTable(d, i) {
+    return `<table class="blame" aria-label="who wrote each line of ${esc(d.path)}"><thead><tr><th scope="col">line</th><th scope="col">written by</th><th scope="col">text</th></tr></thead><tbody>` +
+      d.blame.map((l) => `<tr data-owner="${esc(l.owner)}" data-call="${esc(l.callId || "")}"><td class="num">${l.line}</td><td>${lineOwner(l)}</td><td class="mono pre">${esc(l.text)}</td></tr>`).join("") +
+      `</tbody></table><p class="muted">The same as <code>gitguard blame ${esc(d.path)}</code>.</p>`;
+  }
   function colour(text) {
     return text.split("\n").map((l) => {
       const cls = l.startsWith("+++") || l.startsWith("---") ? "" : l.startsWith("+") ? "a" : l.startsWith("-") ? "d" : l.startsWith("@@") ? "h" : "";
@@ -231,6 +249,12 @@
       box.innerHTML = `<pre class="diff" tabindex="0" aria-label="diff of ${esc(c.callId)}">${colour(diffText(c))}</pre>` +
         (c.diffTruncated ? `<p>Cut at ${c.diff.length} bytes of ${c.diffBytes}: <code>gitguard diff ${esc(c.callId)}</code> prints it whole.</p>` : "");
       t.setAttribute("aria-expanded", "true"); t.textContent = "Hide diff";
+    } else if (t.dataset.blame) {
+      const i = Number(t.dataset.blame), d = data.workingTree[i], open = t.getAttribute("aria-expanded") === "true";
+      $(`blame-row-${i}`).hidden = open;
+      $(`blame-${i}`).innerHTML = open ? "" : blameTable(d, i);
+      t.setAttribute("aria-expanded", open ? "false" : "true");
+      t.textContent = open ? `Who wrote each line (${d.blame.length})` : "Hide lines";
     } else if (t.dataset.copy) {
       const text = document.getElementById(t.dataset.copy).textContent;
       let done = false;

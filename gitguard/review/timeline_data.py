@@ -30,6 +30,7 @@ from gitguard.errors import GitguardError, UnknownId
 from gitguard.git.commands import run_git
 from gitguard.ledger import git_moves, journal, sessions
 from gitguard.models import Attribution, CheckpointIndexRow, Session, ToolLedgerEntry
+from gitguard.review import blame
 from gitguard.rollback import conflicts
 from gitguard.snapshot import checkpoints
 from gitguard.workspace import discover
@@ -43,6 +44,10 @@ SCHEMA = "gitguard.timeline/1"
 DIFF_CAP = 1 << 20
 TEXT_CAP = 256 << 10        # each version of a conflicted file in the three-way view
 TURN_START = "user-prompt"  # the step of the checkpoint UserPromptSubmit takes
+# Who wrote each line of the changed files (`gitguard blame`'s data): files this size or
+# smaller, this many at most; the rest say `gitguard blame PATH` prints it.
+BLAME_CAP = 256 << 10
+BLAME_FILES = 200
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ def collect(g: GuardContext, dirty: Sequence[Mapping[str, str]],
     if narrowing.session is not None and session_list:
         begun = session_list[0].started_at
         moves = [m for m in moves if m["at"] >= begun]
+    blamer = blame.Blamer(g)
     for move in moves:
         move["text"] = ("\n".join(git_moves.describe_commit(move)) if move["record"] == "commit"
                         else git_moves.describe_move(move))
@@ -117,12 +123,31 @@ def collect(g: GuardContext, dirty: Sequence[Mapping[str, str]],
         "gitEvents": moves,
         "userEdits": _user_edits(g, calls, position, rows, start_at),
         "workingTree": [{**d, "ownerWords": owner_words(d["owner"], d["confidence"]),
-                         "byUser": d["owner"] == USER} for d in dirty],
+                         "byUser": d["owner"] == USER} | _blame(g, d["path"], blamer, i)
+                        for i, d in enumerate(dirty)],
         "conflicts": _conflicts(g),
     }
 
 
 # the parts --------------------------------------------------------------------------------
+
+def _blame(g: GuardContext, path: str, blamer: blame.Blamer, number: int) -> dict[str, Any]:
+    """`gitguard blame PATH`'s lines for the page, or why they are not on it."""
+    full = g.ws.root / path
+    try:
+        size = full.lstat().st_size
+    except OSError:
+        return {"blame": None, "blameNote": "it is not in the working tree now"}
+    if number >= BLAME_FILES or size > BLAME_CAP:
+        return {"blame": None, "blameNote": f"`gitguard blame {shlex.quote(path)}` prints "
+                                            "who wrote each line"}
+    try:
+        found = blamer.of(str(full))
+    except GitguardError as exc:
+        return {"blame": None, "blameNote": exc.message}
+    return {"blame": [blame.line_json(line) for line in found.lines]}
+
+
 
 def undo_command(g: GuardContext, checkpoint_id: str) -> str:
     """The exact command that puts the agent's files back as they were at `checkpoint_id`,
