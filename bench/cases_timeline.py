@@ -83,3 +83,40 @@ def timeline_render(ctx: CaseContext) -> Measurement:
     return Measurement(tuple(samples), None,
                        f"{fcp}navigation start to the first {rows} rows on screen; "
                        f"{page_file.stat().st_size / 1e6:.1f} MB page, {CALLS} calls")
+
+
+ROW_BLAME = "gitguard CLI: blame a file 1,000 calls edited"
+BLAME_CALLS = 1000
+
+
+@case(ROW_BLAME, group="gitguard", target="< 5 s", once=True)
+def blame_file(ctx: CaseContext) -> Measurement:
+    """`gitguard blame` of one file after 1,000 Edit calls (2,000 checkpoints), a user
+    edit between every 100th pair: the whole CLI in a fresh process."""
+    from bench.cases_resume import _module
+
+    guard = _module("api").Guard.init(ctx.repo)
+    guard.start_session("bench")
+    target = ctx.repo / "blamed.txt"
+    lines = [f"line {n}\n" for n in range(200)]
+    target.write_text("".join(lines))
+    for n in range(BLAME_CALLS):
+        with guard.tool_call("Edit", {"file_path": "blamed.txt", "n": n},
+                             writes=["blamed.txt"]):
+            lines[(n * 7) % len(lines)] = f"call {n}\n"
+            target.write_text("".join(lines))
+        if n % 100 == 99:
+            lines.insert(0, f"user {n}\n")
+            target.write_text("".join(lines))
+    guard.close()
+    path = os.pathsep.join(p for p in (str(_PROJECT), os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONPATH": path, "GITGUARD_NO_DAEMON": "1"}
+    argv = [sys.executable, "-m", "gitguard", "blame", "blamed.txt", "--json"]
+    samples = []
+    for n in range(ctx.runs + 1):            # the first is a warm-up
+        ms = timed_once(lambda: run(argv, cwd=ctx.repo, env=env))
+        if n:
+            samples.append(ms)
+    return Measurement(tuple(samples), None,
+                       f"one process, interpreter start included; {BLAME_CALLS} Edit calls, "
+                       f"{2 * BLAME_CALLS} checkpoints, {len(lines)} lines")

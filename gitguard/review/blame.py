@@ -172,6 +172,44 @@ def carry(before: bytes | None, after: bytes | None, owners: Sequence[Source],
     return out
 
 
+def carry_hunks(owners: Sequence[Source], patch: pygit2.Patch, source: Source
+                ) -> list[Source]:
+    """`carry` from a stored diff of the change (its hunks and their context lines)."""
+    out: list[Source] = []
+    kept = 0
+    for hunk in patch.hunks:
+        start = hunk.old_start if hunk.old_lines == 0 else hunk.old_start - 1
+        out += owners[kept:start]
+        kept = start
+        for line in hunk.lines:
+            if line.origin == " ":
+                out += owners[kept:kept + 1]
+                kept += 1
+            elif line.origin == "-":
+                kept += 1
+            elif line.origin == "+":
+                out.append(source)
+    out += owners[kept:]
+    return out
+
+
+def _stored_patch(reader: _Reader, call_id: str, rel: str) -> pygit2.Patch | None:
+    """The call's stored diff of `rel` (what `gitguard diff CALL` prints), parsed."""
+    entry = reader.state.entries.get(call_id)
+    ref = next((p.patch_ref for p in entry.file_patches if p.path == rel and p.patch_ref),
+               None) if entry is not None else None
+    if ref is None:
+        return None
+    try:
+        diff = pygit2.Diff.parse_diff(reader.g.store.read_artifact(ref))
+    except (GitguardError, OSError, pygit2.GitError):
+        return None
+    for patch in diff:
+        if patch is not None and patch.delta.new_file.path == rel and not patch.delta.is_binary:
+            return patch
+    return None
+
+
 def _source(change: timeline.Change, rows: Sequence[CheckpointIndexRow]) -> Source:
     at = rows[change.position].created_at if change.position < len(rows) else None
     if change.owner == USER:
@@ -196,6 +234,13 @@ class _Reader:
     line: timeline.Timeline
     content: Callable[[FileState | None], bytes | None]
     parsed: dict[str, pygit2.Tree] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        points = [pos for pos, _ in self.line.points] + [timeline.NOW]
+        # each position's previous one: where a change seen at a position began
+        self.previous = dict(zip(points[1:], points, strict=False))
+        # gc's stretched windows: only these split a change into several calls' patches
+        self.coarse = [w for w in self.line.windows if w.coarse and w.ended]
 
     def lookup(self, tree: str, path: str) -> FileState | None:
         if tree not in self.parsed:
@@ -274,6 +319,7 @@ class _Step:
     before: bytes | None
     after: bytes | None
     carried: list[Source] | None = None
+    hunks: pygit2.Patch | None = None    # the lines as a stored diff says, no contents
 
 
 def _walk(reader: _Reader, history: timeline.PathHistory, rel: str, result: Blame,
@@ -286,16 +332,22 @@ def _walk(reader: _Reader, history: timeline.PathHistory, rel: str, result: Blam
     if before is not None and depth:     # a move's source: its old lines' commits now
         owners = _commits(reader.g, reader.state, rel, before, owners, reader.content,
                           result)
-    positions = [pos for pos, _ in reader.line.points] + [timeline.NOW]
     for change in history.changes:
         if change is until:
             break
         after = (data if data is not None and change.after is history.now
                  else reader.content(change.after))
-        start = positions[positions.index(change.position) - 1]
+        start = reader.previous[change.position]
+        prior = owners
         for step in _steps(reader, rel, change, start, before, after, depth, result):
-            owners = carry(step.before, step.after,
-                           step.carried if step.carried is not None else owners, step.source)
+            if step.hunks is not None:
+                owners = carry_hunks(owners, step.hunks, step.source)
+            else:
+                owners = carry(step.before, step.after,
+                               step.carried if step.carried is not None else owners,
+                               step.source)
+        if len(owners) != len(split_lines(after)):     # a stored diff that does not fit
+            owners = carry(before, after, prior, _source(change, reader.rows))
         before = after
     return owners, before
 
@@ -307,13 +359,16 @@ def _steps(reader: _Reader, rel: str, change: timeline.Change, start: int,
     pruned, each call's recorded patch of the path in turn; for a file a call moved here,
     the source's lines with their own owners, not the mover's."""
     source = _source(change, reader.rows)
-    windows = [w for w in reader.line.windows if w.coarse and w.ended
-               and w.start <= start and change.position <= w.end]
+    windows = [w for w in reader.coarse if w.start <= start and change.position <= w.end]
     chain = [(w.call_id, b, a) for w in windows for p, b, a in w.patches if p == rel]
     if source.kind == "call" and len(chain) > 1 and change.confidence == "exact":
-        # across_pruned linked these patches from `before` to `after`: each is its call's
-        return [_Step(Source("call", call, "exact", source.at), reader.content(b),
-                      reader.content(a)) for call, b, a in chain]
+        # across_pruned linked these patches from `before` to `after`: each is its call's.
+        # gc pruned the blobs in between with the checkpoints, but kept each call's stored
+        # diff (the ledger names it): its hunks carry the lines.
+        hunks = [_stored_patch(reader, call, rel) for call, _, _ in chain]
+        if all(h is not None for h in hunks):
+            return [_Step(Source("call", call, "exact", source.at), None, None, hunks=h)
+                    for (call, _, _), h in zip(chain, hunks, strict=True)]
     if change.before is None and source.kind == "call" and depth < 8:
         moved = _moved_from(reader, rel, change.owner)
         carried = (_source_owners(reader, moved, change.owner, result, depth)
@@ -467,13 +522,14 @@ def _patch_chain(g: GuardContext, state: journal.LedgerState, path: str, oid: st
         chain.append((call_id, before, at))
         at = before
     repo = g.snap.repo
-    base = read_blob(repo, chain[-1][1]) if chain and chain[-1][1] else None
-    owners: list[Source] = [Source(_EARLIER)] * len(split_lines(base))
-    for call_id, before, after in reversed(chain):
-        owners = carry(read_blob(repo, before) if before else None, read_blob(repo, after),
-                       owners, Source("call", call_id, "exact"))
-    if not chain:
-        return [None] * len(split_lines(read_blob(repo, oid)))
+    try:
+        base = read_blob(repo, chain[-1][1]) if chain and chain[-1][1] else None
+        owners: list[Source] = [Source(_EARLIER)] * len(split_lines(base))
+        for call_id, before, after in reversed(chain):
+            owners = carry(read_blob(repo, before) if before else None,
+                           read_blob(repo, after), owners, Source("call", call_id, "exact"))
+    except KeyError:        # gc pruned a blob of the chain: no line can be told surely
+        return []
     return [o.call_id if o.kind == "call" else None for o in owners]
 
 

@@ -177,3 +177,22 @@ def test_the_undo_command_is_quoted_for_a_shell(tmp_path: Path) -> None:
         edit(guard, "f.txt", "one\ntwo\n", "call_1")
     undo = blame_json(root, "f.txt")["calls"]["call_1"]["undo"]
     assert shlex.split(undo)[:3] == ["gitguard", "-C", str(root)]
+
+
+def test_after_gc_pruned_the_checkpoints_each_call_keeps_its_lines(repo: Path) -> None:
+    from tests.helpers.storage import GC_ENV
+
+    text = "def main():\n    return 1\n"
+    with Guard.open(repo) as guard:
+        guard.start_session("s1")
+        guard.checkpoint("manual")
+        for n in range(4):
+            text += f"# call {n}\n"
+            edit(guard, "src/app.py", text, f"call_{n}")
+        guard.end_session()
+    before = owners(blame_json(repo, "src/app.py"))
+    assert before[2:] == [(f"# call {n}", "call", f"call_{n}") for n in range(4)]
+    gg(repo, "gc", env=GC_ENV)
+    with Guard.open(repo) as guard:
+        assert len(guard.checkpoints()) < 9, "gc pruned checkpoints between the calls"
+    assert owners(blame_json(repo, "src/app.py")) == before
