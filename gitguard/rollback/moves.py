@@ -59,10 +59,17 @@ def of_entries(store: Store, root: str, entries: Iterable[ToolLedgerEntry]) -> l
             if source in gone and dest in made:
                 pairs.append((source, dest))
         taken = {s for s, _ in pairs} | {d for _, d in pairs}
+        # A rename no words name: a file the call created holding exactly a deleted file's
+        # bytes, as the same kind of file. Not a file it changed (an overwrite with
+        # bytes that happen to match is an edit), nor a symlink holding a file's bytes.
+        created = {p.path: (p.after_hash, p.after_mode) for p in entry.file_patches
+                   if p.after_hash is not None and p.before_hash is None}
+        modes = {p.path: p.before_mode for p in entry.file_patches}
         for source, oid in gone.items():
             if source in taken:
                 continue
-            same = [d for d, after in made.items() if after == oid and d not in taken]
+            same = [d for d, (after, mode) in created.items()
+                    if after == oid and d not in taken and mode == modes[source]]
             twins = [s for s, before in gone.items() if before == oid and s not in taken]
             if len(same) == 1 and twins == [source]:
                 pairs.append((source, same[0]))
