@@ -197,3 +197,16 @@ def test_blame_names_each_writer_and_agrees_with_rollback(
     root = tmp_path_factory.mktemp("case") / "repo"
     shutil.copytree(template, root)
     run_case(root, steps, pick)
+
+
+@pytest.mark.soak
+@pytest.mark.skipif("GITGUARD_SOAK_TRIALS" not in os.environ,
+                    reason="the long run is `make soak`'s")
+@property_settings(300)
+@given(steps=st.lists(step, min_size=2, max_size=14), pick=st.integers(0, 13))
+def test_blame_property_soak(template: Path, tmp_path_factory: pytest.TempPathFactory,
+                             steps: list[tuple[str, list[tuple[str, int, int]]]],
+                             pick: int) -> None:
+    root = tmp_path_factory.mktemp("case") / "repo"
+    shutil.copytree(template, root)
+    run_case(root, steps, pick)
