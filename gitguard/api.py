@@ -30,6 +30,7 @@ from gitguard.models import (
     Session,
     ToolLedgerEntry,
 )
+from gitguard.progress import Progress, quiet
 from gitguard.settings import Settings, load
 
 # calls.lifecycle, ipc.api_client, attribution and attribution_log are imported where they
@@ -198,8 +199,8 @@ class Guard:
     # checkpoints ----------------------------------------------------------------------
     def checkpoint(self, kind: CheckpointKind = "manual", step_id: str | None = None,
                    state: dict[str, Any] | None = None, messages: Sequence[Any] | None = None,
-                   transcript_path: str | None = None, session_id: str | None = None
-                   ) -> Checkpoint:
+                   transcript_path: str | None = None, session_id: str | None = None,
+                   progress: Progress = quiet) -> Checkpoint:
         if state is not None and not isinstance(state, dict):
             raise GitguardError("the run state must be a JSON object",
                                 'for example {"plan": [...], "step": 3}')
@@ -207,7 +208,7 @@ class Guard:
             session = sessions.resolve(self.store, session_id)
             refs = (message_store.store_messages(self.snap, session.session_id, messages)
                     if messages is not None else None)
-            tree = self.snap.write_tree()
+            tree = self.snap.write_tree(progress=progress)
             # checkpoints.write records the trace event (with its duration)
             return checkpoints.write(
                 self.store, self.snap, checkpoints.read_index(self.store),
@@ -260,7 +261,7 @@ class Guard:
         Guard in a fresh process has none to close."""
 
     # queries --------------------------------------------------------------------------
-    def status(self) -> Status:
+    def status(self, progress: Progress = quiet) -> Status:
         head, branch = self.snap.head_info()
         if not self.store.exists():
             return Status(str(self.ws.root), self.ws.is_git, head, branch, None)
@@ -268,7 +269,7 @@ class Guard:
 
         rewind.detect_known(self)       # the agent's own rewinds first: they are not its work
         with self.store.writing():
-            tree = self.snap.write_tree()
+            tree = self.snap.write_tree(progress=progress)
             entries = ledger.read(self.store).in_order()
             open_session = sessions.open_session(self.store)
             dirty = self._owned_changes(self._baseline(), tree.tree, entries)

@@ -39,6 +39,7 @@ from gitguard.git.objects import reference
 from gitguard.git.tree_edit import blob_holder
 from gitguard.ledger import fold, journal, segment
 from gitguard.models import CheckpointIndexRow, ToolLedgerEntry
+from gitguard.progress import Progress, quiet
 from gitguard.retention import artifacts, attribution
 from gitguard.retention import policy as retention
 from gitguard.retention import repack as gc_repack
@@ -123,18 +124,22 @@ def measure(store: Store) -> dict[str, int]:
 
 
 def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = False,
-        repack_repository: bool | None = None) -> GcReport:
-    """`repack_repository`: the command line's choice; None leaves it to the settings."""
+        repack_repository: bool | None = None, progress: Progress = quiet) -> GcReport:
+    """`repack_repository`: the command line's choice; None leaves it to the settings.
+    `progress`: told of each phase, counted (the phases, not the objects in them)."""
     started = time.perf_counter()
     policy = settings.retention
     whole, why_not = gc_repack.decide(store, repack_repository, policy.repack_repository,
                                       policy.repack_max_mb)
     report = GcReport(dry_run=dry_run, repack_repository=whole, repack_note=why_not)
+    phases = 2 if dry_run else 6 + whole
     with store.writing():
+        progress("checking the store", 0, phases)
         found = verify_mod.problems(store, snap)
         if found:
             raise GitguardError(f"gc changes nothing while the store has problems: {found[0]}",
                                 "run `gitguard verify` and fix what it lists first")
+        progress("planning what to keep", 1, phases)
         report.before = measure(store)
         index = checkpoints.read_index(store)
         files = {r.checkpoint_id: _raw_checkpoint(store, r) for r in index.rows}
@@ -159,11 +164,14 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
             return report
         # Pack first: what the rewrite unlinks is then in a pack of ours, where the merge
         # below can leave it out; left loose it would count toward git's auto-gc forever.
+        progress("packing gitguard's objects", 2, phases)
         first = packing.pack_gitguard_objects(store)
         # Ledger entries keep naming pruned checkpoints; verify must know they went on purpose.
         if plan.prune:
             durable.append_jsonl(store.pruned_path, [checkpoints.pruned_record(plan.prune)])
+        progress(f"rewriting {len(chains)} session chain(s)", 3, phases)
         _apply(store, snap, index.rows, files, plan, chains, messages)
+        progress("removing what went; compacting the ledger and trace", 4, phases)
         report.checkpoint_files_removed = _remove_stale_files(store, {r.file for r in index.rows})
         for name in report.artifacts_removed:
             (store.artifacts_dir / name).unlink(missing_ok=True)
@@ -176,6 +184,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         report.attribution_rows_dropped = attribution.compact(store, kept_created)
         _compact_ledger(store)
         trace_log.compact(store, cutoff)
+        progress("packing gitguard's objects, leaving out what went", 5, phases)
         report.pack = packing.pack_gitguard_objects(
             store, merge=True, drop_unreachable=True,
             merge_window=packing.MERGE_WINDOW_BEFORE_REPACK if whole else packing.MERGE_WINDOW)
@@ -185,6 +194,7 @@ def run(store: Store, snap: Snapshotter, settings: Settings, dry_run: bool = Fal
         # what gc freed is what gitguard stopped holding, not what git's repack moved.
         report.after = measure(store)
         if whole:
+            progress("repacking the repository (git repack -a -d --cruft)", 6, phases)
             report.repack = gc_repack.repack_repository(store)
         report.duration_ms = (time.perf_counter() - started) * 1000
         trace_log.emit(store, "gc", "gc.run", duration_ms=report.duration_ms,

@@ -39,6 +39,7 @@ from gitguard.models import (
     RollbackFiles,
     ToolLedgerEntry,
 )
+from gitguard.progress import Progress, quiet
 from gitguard.rollback import conflicts, moves
 from gitguard.rollback.moves import Move
 from gitguard.rollback.moves import of_entries as moves_of
@@ -619,7 +620,7 @@ def _worktree_form(facts: Facts, step: Step) -> Step:
 
 
 def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False,
-                   paths: Iterable[str] = ()) -> Result:
+                   paths: Iterable[str] = (), progress: Progress = quiet) -> Result:
     """Plan, check, take the safety checkpoint, apply; record conflicts and the action.
     `paths`: only these (`--path`: one file put back from a safety checkpoint)."""
     only = {safe_relpath(g.ws, p) for p in paths}
@@ -632,6 +633,7 @@ def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False,
     with api_client.restoring(g, dry_run), g.store.writing():
         index = checkpoints.read_index(g.store)     # once: gather and apply share it
         target = checkpoints.load(g.store, index.find(checkpoint_id))
+        progress(f"reading what changed since {checkpoint_id}")
         facts = gather(g, target, store_blobs=not dry_run, index=index)
         plan = make_plan(g, target, facts)
         plan.left = left_out(g, index, target) + facts.strays
@@ -660,7 +662,7 @@ def rollback_files(g: GuardContext, checkpoint_id: str, dry_run: bool = False,
               tool_input={"to": checkpoint_id}, steps=plan.steps,
               now=facts.now(), index=index,
               base=target, seen={p: o.seen for p, o in facts.observed.items() if o.seen},
-              action=recorded)
+              action=recorded, progress=progress)
         if result.applied is not None:
             # Only where this rollback wrote or deleted: a directory the user removed since
             # is not made again behind their back.

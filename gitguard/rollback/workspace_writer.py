@@ -34,6 +34,7 @@ from gitguard.models import (
     RecoveryAction,
     ToolLedgerEntry,
 )
+from gitguard.progress import Progress, quiet
 from gitguard.rollback import write_patch
 from gitguard.snapshot import checkpoints, dirty_delta
 from gitguard.storage import durable
@@ -79,8 +80,8 @@ def apply(g: GuardContext, state: ledger.LedgerState, *, session_id: str, tool_n
           now: Mapping[str, FileState | None], index: checkpoints.Index | None = None,
           base: Checkpoint | None = None,
           seen: Mapping[str, fileops.Seen] | None = None,
-          action: Callable[[Applied], tuple[RecoveryAction, dict[str, Any]]] | None = None
-          ) -> Applied:
+          action: Callable[[Applied], tuple[RecoveryAction, dict[str, Any]]] | None = None,
+          progress: Progress = quiet) -> Applied:
     """Safety checkpoint, started entry, writes, post checkpoint, finished entry. Under lock.
 
     `now` holds the current state of every path involved, blobs already stored, so the
@@ -90,6 +91,8 @@ def apply(g: GuardContext, state: ledger.LedgerState, *, session_id: str, tool_n
     `seen`: the bytes the plan read per path, reused by the last check (see _write_all).
     `action`: the recovery action to record for what was applied; it goes into the same
     durable append as the finished entry (one fsync, not two).
+    `progress`: told of the safety checkpoint, then of each path written (from the writing
+    thread).
     """
     index = index if index is not None else checkpoints.read_index(g.store)
     latest = index.latest()
@@ -119,6 +122,7 @@ def apply(g: GuardContext, state: ledger.LedgerState, *, session_id: str, tool_n
     # a few steps their patch is cheap and goes with the input (one fsync).
     items = [(f"input_{call_id}.json", durable.canonical_json(tool_input))]
     few = len(steps) < fileops.PARALLEL_FROM
+    progress("storing the safety checkpoint")
     with workers.Scope() as pool:
         prepared = pool.submit(functools.partial(
             write_patch.prepare, g, session_id, items, steps, seen, changes if few else None,
@@ -150,7 +154,7 @@ def apply(g: GuardContext, state: ledger.LedgerState, *, session_id: str, tool_n
     try:
         if few:
             planned_post = planned_post or tree_edit.tree_with(g.snap.repo, safety_tree, targets)
-            done, raced, read, dirs = _write_all(g, steps, seen, content)
+            done, raced, read, dirs = _write_all(g, steps, seen, content, progress)
         else:
             # The writes wait on the file system in their threads. This thread meanwhile
             # builds the post tree, renders the patch of what they will write (CPU: about
@@ -160,7 +164,8 @@ def apply(g: GuardContext, state: ledger.LedgerState, *, session_id: str, tool_n
             # checkpoint.before_index leaves it) and the post checkpoint is written again
             # below, of what was written, under the same id.
             with workers.Scope() as pool:
-                writing = pool.submit(functools.partial(_write_all, g, steps, seen, content))
+                writing = pool.submit(functools.partial(_write_all, g, steps, seen, content,
+                                                          progress))
                 planned_post = planned_post or tree_edit.tree_with(g.snap.repo, safety_tree,
                                                                    targets)
                 patch = planned_patch = write_patch.render(g, changes, known)
@@ -292,7 +297,7 @@ class _Left(Exception):
 
 
 def _write_all(g: GuardContext, steps: Sequence[Step], seen: Mapping[str, fileops.Seen] | None,
-               content: Mapping[str, bytes]
+               content: Mapping[str, bytes], progress: Progress = quiet
                ) -> tuple[list[Step], Raced, dict[str, bytes], tuple[list[str], list[str]]]:
     """Deletions deepest first, then writes shallowest first; each re-checked just before.
 
@@ -351,11 +356,12 @@ def _write_all(g: GuardContext, steps: Sequence[Step], seen: Mapping[str, fileop
         found, held, wrote = outcome
         if not wrote:
             raced.append((step, found))
-            return
-        if isinstance(found, FileState) and held is not None:
-            known[found.oid] = held
-        done.append(step)
-        faults.point("rollback.mid_apply")
+        else:
+            if isinstance(found, FileState) and held is not None:
+                known[found.oid] = held
+            done.append(step)
+            faults.point("rollback.mid_apply")
+        progress("putting files back", len(done) + len(raced), len(steps))
 
     # Deletions go one by one, deepest first: each may remove parents it left empty.
     for step in deletions:

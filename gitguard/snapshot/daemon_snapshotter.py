@@ -14,6 +14,7 @@ from gitguard import clock, faults
 from gitguard.git import pack_writer
 from gitguard.git.objects import COMMIT_TYPE, EMPTY_TREE, Change, TreeResult, file_at, object_id
 from gitguard.git.tree_diff import diff_trees
+from gitguard.progress import Progress, quiet
 from gitguard.snapshot.snapshotter import AUTHOR, SESSION_REF, Snapshotter
 
 __all__ = ["DaemonSnapshotter", "diff_trees"]
@@ -65,10 +66,11 @@ class DaemonSnapshotter(Snapshotter):
         self._dirty = known
         return known.first(limit), len(known.keys)
 
-    def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
+    def write_tree(self, changed: list[bytes] | None = None,
+                   progress: Progress = quiet) -> TreeResult:
         if changed is None:
-            return self.engine.tree_now()
-        return super().write_tree(changed)
+            return self.engine.tree_now()     # current already: nothing long to tell
+        return super().write_tree(changed, progress)
 
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         return diff_trees(self.repo, old_tree, new_tree)

@@ -44,6 +44,7 @@ import pygit2
 
 from gitguard.git.commands import start_git
 from gitguard.git.tree_build import converts_content, needs_git_filters
+from gitguard.progress import Progress, quiet
 from gitguard.snapshot import stat_tree
 
 if TYPE_CHECKING:
@@ -66,9 +67,10 @@ class Scanned:
     checksum: str
 
 
-def first_tree(snap: Snapshotter) -> TreeResult | Scanned | None:
+def first_tree(snap: Snapshotter, progress: Progress = quiet) -> TreeResult | Scanned | None:
     """The workspace's tree with no private stat index yet; `Scanned` when only the scan
-    could be done here; None for the old way from the start."""
+    could be done here; None for the old way from the start. `progress`: told how many
+    changed paths the scan found, before they are stored."""
     index = snap.ws.user_index
     if not snap.ws.is_git or index is None or snap.store.stat_index.exists():
         return None
@@ -87,6 +89,7 @@ def first_tree(snap: Snapshotter) -> TreeResult | Scanned | None:
                 return None
             staged, rest = split_status(out)
             changed, skipped = snap._scan_from(rest)
+            progress(f"first snapshot: storing {len(changed)} changed path(s)")
         finally:
             snap._read_only_index = None
         listed = _listed(attrs)

@@ -28,6 +28,7 @@ import pygit2
 from gitguard import clock, faults
 from gitguard.git.commands import run_git
 from gitguard.git.objects import EMPTY_TREE, Change, TreeResult, file_at, reference
+from gitguard.progress import Progress, quiet
 from gitguard.settings import Settings
 from gitguard.snapshot import stat_tree
 from gitguard.snapshot.stat_scan import StatScan, gone_path
@@ -52,10 +53,12 @@ class Snapshotter(StatScan):
             repo.workdir = str(self.ws.root)
         return repo
 
-    def write_tree(self, changed: list[bytes] | None = None) -> TreeResult:
-        """The tree of the workspace now. `changed` skips the scan (the daemon knows it)."""
+    def write_tree(self, changed: list[bytes] | None = None,
+                   progress: Progress = quiet) -> TreeResult:
+        """The tree of the workspace now. `changed` skips the scan (the daemon knows it).
+        `progress`: told of the scan, then of how many changed paths are stored."""
         try:
-            return self._write_tree(changed)
+            return self._write_tree(changed, progress)
         finally:
             # git rewrites the stat index through a lock file with the umask's mode (0644):
             # whatever failed after that (write-tree on a full disk), it stays private, or
@@ -63,12 +66,13 @@ class Snapshotter(StatScan):
             with contextlib.suppress(OSError):
                 self._keep_private(self.store.stat_index)
 
-    def _write_tree(self, changed: list[bytes] | None) -> TreeResult:
+    def _write_tree(self, changed: list[bytes] | None, progress: Progress) -> TreeResult:
         started = time.perf_counter()
         skipped: list[str] = []
         if changed is None and not self.store.stat_index.exists() \
                 and not stat_tree.path_of(self.store.root).exists():
-            first = self._first_snapshot(started)
+            progress("first snapshot: scanning the workspace (git status)")
+            first = self._first_snapshot(started, progress)
             if first is not None:
                 return first
         # Read before the scan: the state must go with the stat index as we left it.
@@ -77,10 +81,12 @@ class Snapshotter(StatScan):
         if changed is None or (state is None and stat_tree.path_of(self.store.root).exists()):
             # (Without a state of this index, lag paths are unknown: only a scan finds
             # every difference from the index.)
+            progress("scanning the workspace (git status)")
             changed, skipped = self.scan()
             scanned = True
         else:
             self._seed_stat_cache()
+        progress(f"storing {len(changed)} changed path(s)")
         fast = stat_tree.advance(self, state, changed, skipped) if state is not None else None
         if fast is not None:
             self._keep_private(self.store.stat_index)       # git status may rewrite it
@@ -145,13 +151,13 @@ class Snapshotter(StatScan):
         return dataclasses.replace(fast, duration_ms=(time.perf_counter() - started) * 1000,
                                    bytes_hashed=self._sizes(kept))
 
-    def _first_snapshot(self, started: float) -> TreeResult | None:
+    def _first_snapshot(self, started: float, progress: Progress) -> TreeResult | None:
         """No stat index yet: one read-only status of the user's index (`first_scan`)."""
         from gitguard.snapshot.first_scan import (
             first_tree,  # it loads tree_build, which importing the snapshotter does not
         )
 
-        first = first_tree(self)
+        first = first_tree(self, progress)
         if isinstance(first, TreeResult):
             return dataclasses.replace(
                 first, duration_ms=(time.perf_counter() - started) * 1000,

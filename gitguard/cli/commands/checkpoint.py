@@ -26,7 +26,11 @@ def checkpoint(ctx: Ctx, kind: str, step_id: str | None, state_file: str | None,
     if messages is not None and not isinstance(messages, list):
         raise GitguardError("--messages-file must hold a JSON list of messages",
                             'for example [{"role": "user", "content": "hi"}]')
-    made = ctx.guard.checkpoint(kind, step_id, state, messages, session_id=session_id)
+    from gitguard.cli import terminal
+
+    with terminal.progress(not as_json) as progress:
+        made = ctx.guard.checkpoint(kind, step_id, state, messages, session_id=session_id,
+                                    progress=progress)
     emit(made.to_json(), as_json, lambda: click.echo(made.checkpoint_id))
 
 

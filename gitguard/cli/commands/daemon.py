@@ -31,7 +31,13 @@ def daemon_start(ctx: Ctx, foreground: bool, as_json: bool) -> None:
 
         serve_foreground(ws)
         return
-    started = control.start(ws)
+    from gitguard.cli import terminal
+
+    # The scan runs in the daemon's own process, which cannot say how far it got: the
+    # line says what is awaited and for how long.
+    with terminal.progress(not as_json) as progress:
+        progress(f"the daemon's start-up scan of {ws.root}")
+        started = control.start(ws)
     value = {"pid": started.pid, "alreadyRunning": started.already,
              "stalePid": started.stale_pid}
 

@@ -31,7 +31,10 @@ def status(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
 
     Example: gitguard status --json
     """
-    found = ctx.guard.status()
+    from gitguard.cli import terminal
+
+    with terminal.progress(not as_json) as progress:
+        found = ctx.guard.status(progress)
     value = found.to_json()
     # What the git hooks recorded: the user's checkouts/merges and the agent patches committed.
     value["gitEvents"] = git_moves.summary(ctx.guard.store) if found.git else None
@@ -43,6 +46,7 @@ def status(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
         value["sessionWorktrees"] = [t.to_json() for t in touched]
 
     def human() -> None:
+        table = terminal.stdout_console()
         if warning:
             click.echo(f"Warning: {warning}")
         plain = "" if found.git else " (not a git repository)"
@@ -52,8 +56,11 @@ def status(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
                        f"on {found.branch or '(detached)'}")
         click.echo(f"session {found.session or '(none open)'}; {found.calls} call(s), "
                    f"{found.checkpoints} checkpoint(s)")
-        for d in found.dirty:
-            click.echo(f"  {d.change} {d.path}  by {owner_words(d.owner, d.confidence)}")
+        if table is None:
+            for d in found.dirty:
+                click.echo(f"  {d.change} {d.path}  by {owner_words(d.owner, d.confidence)}")
+        elif found.dirty:
+            terminal.print_dirty(table, found.dirty)
         if found.unknown_tools:
             click.echo("tools gitguard does not know (each call asked before a replay; "
                        "classify them with [tools.NAME] in .gitguard.toml): "
@@ -182,6 +189,12 @@ def ledger(ctx: Ctx, session_id: str | None, as_json: bool) -> None:
         rows = [(None, e) for e in ctx.guard.ledger()]
 
     def human() -> None:
+        from gitguard.cli import terminal
+
+        table = terminal.stdout_console()
+        if table is not None:
+            terminal.print_ledger(table, rows)
+            return
         shown = None
         for root, e in rows:
             if root is not None and root != shown:

@@ -31,11 +31,13 @@ def gc(ctx: Ctx, dry_run: bool, repack_repository: bool | None, as_json: bool) -
     \b
     Example: gitguard gc --dry-run
     """
+    from gitguard.cli import terminal
     from gitguard.retention import collect as gc_mod
 
     guard = ctx.guard
-    report = gc_mod.run(guard.store, guard.snap, guard.settings, dry_run=dry_run,
-                        repack_repository=repack_repository)
+    with terminal.progress(not as_json) as progress:
+        report = gc_mod.run(guard.store, guard.snap, guard.settings, dry_run=dry_run,
+                            repack_repository=repack_repository, progress=progress)
 
     def human() -> None:
         verb = "would drop" if dry_run else "dropped"

@@ -33,11 +33,13 @@ def rollback_files(ctx: Ctx, checkpoint_id: str, dry_run: bool, paths: tuple[str
 
     Example: gitguard rollback-files --to ckpt_20260814_004 --dry-run
     """
+    from gitguard.cli import terminal
     from gitguard.rollback.rollback_files import pending_count
     from gitguard.rollback.rollback_files import rollback_files as run
 
     guard = ctx.guard
-    result = run(guard, checkpoint_id, dry_run=dry_run, paths=paths)
+    with terminal.progress(not as_json) as progress:
+        result = run(guard, checkpoint_id, dry_run=dry_run, paths=paths, progress=progress)
 
     def human() -> None:
         verb = "would " if dry_run else ""

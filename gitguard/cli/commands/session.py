@@ -31,7 +31,7 @@ def init(ctx: Ctx, no_hooks: bool, no_daemon: bool, as_json: bool) -> None:
     created = guard.store.create()
     value = {"store": str(guard.store.root), "created": created, "git": guard.ws.is_git}
     hooks_lines = _install_hooks(guard, no_hooks, value)
-    daemon_line = _start_daemon(guard, no_daemon, value)
+    daemon_line = _start_daemon(guard, no_daemon, value, shown=not as_json)
 
     def human() -> None:
         click.echo(f"{'Created' if created else 'Found'} the gitguard store at {guard.store.root}")
@@ -64,8 +64,11 @@ def _install_hooks(guard: Guard, no_hooks: bool, value: dict[str, Any]) -> list[
                     "`git push --mirror`; `gitguard hooks status` shows them)"]
 
 
-def _start_daemon(guard: Guard, no_daemon: bool, value: dict[str, Any]) -> str:
-    """Start the watcher daemon unless told not to; init succeeds without it."""
+def _start_daemon(guard: Guard, no_daemon: bool, value: dict[str, Any],
+                  shown: bool = True) -> str:
+    """Start the watcher daemon unless told not to; init succeeds without it. `shown`: a
+    terminal sees the wait for its start-up scan."""
+    from gitguard.cli import terminal
     from gitguard.errors import GitguardError
     from gitguard.ipc import control
 
@@ -73,7 +76,9 @@ def _start_daemon(guard: Guard, no_daemon: bool, value: dict[str, Any]) -> str:
         value["daemon"] = None
         return ""
     try:
-        started = control.start(guard.ws)
+        with terminal.progress(shown) as progress:
+            progress(f"the daemon's start-up scan of {guard.ws.root}")
+            started = control.start(guard.ws)
     except GitguardError as exc:
         value["daemon"] = {"error": exc.message}
         return f"The daemon did not start ({exc.message}); gitguard works without it"
