@@ -12,7 +12,9 @@ terminal. Whether a table is drawn at all is decided by `isatty` alone, so
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -67,11 +69,28 @@ def progress(shown: bool = True) -> Iterator[Progress]:
     if not console.is_interactive:      # TERM=dumb: no cursor movement to redraw with
         yield quiet
         return
-    with Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-             TextColumn("{task.fields[count]}"), TimeElapsedColumn(),
-             console=console, transient=True, redirect_stdout=False,
-             redirect_stderr=False) as bar:
+    bar = Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+              TextColumn("{task.fields[count]}"), TimeElapsedColumn(),
+              console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
+    # Work done within the delay draws nothing: a status of a small repository is not
+    # "long work", and a line that flashes for 20 ms is noise.
+    timer = threading.Timer(_delay(), bar.start)
+    timer.daemon = True
+    timer.start()
+    try:
         yield _Phases(bar)
+    finally:
+        timer.cancel()
+        timer.join()
+        bar.stop()          # a no-op for a bar never started
+
+
+def _delay() -> float:
+    """Seconds of work before the progress line appears: GITGUARD_PROGRESS_DELAY, 0.5."""
+    try:
+        return max(0.0, float(os.environ.get("GITGUARD_PROGRESS_DELAY", "0.5")))
+    except ValueError:
+        return 0.5
 
 
 class _Phases:

@@ -24,7 +24,8 @@ def in_terminal(cwd: Path, *args: str, env: dict[str, str] | None = None,
     pseudo-terminal `columns` wide: (exit code, what the terminal received, what the
     pipe received)."""
     full = {k: v for k, v in os.environ.items() if k not in _COLOUR_VARS}
-    full.update({"TERM": "xterm-256color", **(env or {})})
+    # progress from the first moment: the tests' work is short (the default waits 0.5 s)
+    full.update({"TERM": "xterm-256color", "GITGUARD_PROGRESS_DELAY": "0", **(env or {})})
     main, side = os.openpty()
     fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     try:
