@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -44,6 +45,12 @@ class Ctx:
 
                 self._guard = Guard.open(self.path)
         return self._guard
+
+
+    def workspace_path(self, path: str) -> str:
+        """A path argument as the user meant it: relative to `-C DIR`, like git's `-C`
+        (the process's own directory is not changed: the daemon runs commands too)."""
+        return os.path.join(os.path.abspath(self.path), path)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)

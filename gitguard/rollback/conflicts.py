@@ -69,13 +69,15 @@ def record(store: Store, new: list[CheckpointConflict]) -> list[CheckpointConfli
     return items
 
 
-def find(g: GuardContext, path: str) -> CheckpointConflict:
-    """The conflict on `path`: a moved file's is found by its destination too."""
+def find(g: GuardContext, path: str, where: str | None = None) -> CheckpointConflict:
+    """The conflict on `path` (as `gitguard conflicts` lists it, or relative to `where`,
+    the directory the user named paths from): a moved file's is found by its destination
+    too."""
     conflicts = read(g.store)
     items = {c.moved_to: c for c in conflicts if c.moved_to} | {c.path: c for c in conflicts}
     if path in items:
         return items[path]
-    normal = safe_relpath(g.ws, os.path.abspath(path))
+    normal = safe_relpath(g.ws, os.path.join(os.path.abspath(where or os.curdir), path))
     if normal in items:
         return items[normal]
     raise UnknownId(f"no conflict for {path}", "list them with `gitguard conflicts`")
@@ -316,9 +318,9 @@ def _target(g: GuardContext, view: ThreeWay, how: How
     return FileState(oid, view.current_state.mode), data, regions
 
 
-def resolve(g: GuardContext, path: str, how: How) -> Resolved:
+def resolve(g: GuardContext, path: str, how: How, where: str | None = None) -> Resolved:
     with api_client.restoring(g, how == "keep_user"), g.store.writing():
-        conflict = find(g, path)
+        conflict = find(g, path, where)
         if conflict.resolution != "pending":
             raise GitguardError(f"the conflict on {conflict.path} is already resolved "
                                 f"({conflict.resolution})",

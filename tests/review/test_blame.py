@@ -196,3 +196,18 @@ def test_after_gc_pruned_the_checkpoints_each_call_keeps_its_lines(repo: Path) -
     with Guard.open(repo) as guard:
         assert len(guard.checkpoints()) < 9, "gc pruned checkpoints between the calls"
     assert owners(blame_json(repo, "src/app.py")) == before
+
+
+def test_a_relative_path_is_read_from_minus_c_or_the_current_directory(repo: Path,
+                                                                       tmp_path: Path) -> None:
+    """Like git's -C: `gitguard -C REPO blame src/app.py` from anywhere; from a
+    subdirectory, a path relative to it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    expected = blame_json(repo, "src/app.py")
+    assert json.loads(gg(elsewhere, "-C", str(repo), "blame", "src/app.py",
+                         "--json").stdout) == expected
+    assert blame_json(repo / "src", "app.py") == expected
+    assert blame_json(repo / "src", "../src/app.py") == expected
+    done = gg(elsewhere, "-C", str(repo), "conflicts", "show", "src/app.py", check=False)
+    assert "no conflict for src/app.py" in done.stderr, done.stderr

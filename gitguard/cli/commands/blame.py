@@ -28,7 +28,7 @@ def blame(ctx: Ctx, file: str, as_json: bool) -> None:
     from gitguard.review.timeline_data import undo_command
 
     guard = ctx.guard
-    found = blame_mod.blame(guard, file)
+    found = blame_mod.blame(guard, ctx.workspace_path(file))
     def undo(checkpoint_id: str) -> str:
         return undo_command(guard, checkpoint_id)
 

@@ -182,7 +182,7 @@ def conflicts_show(ctx: Ctx, path: str, full: bool, as_json: bool) -> None:
     from gitguard.rollback.conflicts import find, render, three_way
 
     guard = ctx.guard
-    view = three_way(guard, find(guard, path))
+    view = three_way(guard, find(guard, path, ctx.path))
     if as_json:
         def text(data: bytes | None) -> str | None:
             return None if data is None else data.decode("utf-8", errors="surrogateescape")
@@ -216,7 +216,7 @@ def conflicts_resolve(ctx: Ctx, path: str, how: str | None, as_json: bool) -> No
         raise click.UsageError("choose one of --keep-user, --take-checkpoint, --merge")
     from gitguard.rollback.conflicts import resolve
 
-    done = resolve(ctx.guard, path, how)  # type: ignore[arg-type]
+    done = resolve(ctx.guard, path, how, ctx.path)  # type: ignore[arg-type]
     value = {"path": done.conflict.path, "resolution": done.conflict.resolution,
              "markers": done.markers,
              "safetyCheckpointId": done.applied.safety.checkpoint_id if done.applied else None,
