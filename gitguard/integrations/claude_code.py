@@ -223,8 +223,9 @@ def _pre_tool_use(guard: Guard, payload: Mapping[str, Any]) -> Answer:
         except ReplayRefused:
             # The rare path: before refusing a repeat, read whether the user rewound the
             # turn of the earlier call (no hook fires for /rewind); if that marked a call,
-            # ask again.
-            if not _rewinds(guard, payload):
+            # ask again. The transcript may lag behind the hook: the resumed prompt that
+            # shows the rewind is read once this call's own entry is written after it.
+            if not _rewinds(guard, payload, settled=True):
                 raise
             guard.begin_call(tool, tool_input, call_id=call_id, session_id=session_id,
                              writes=writes, agent_id=agent_id, agent_type=agent_type)
@@ -487,14 +488,18 @@ def _tool_batch(guard: Guard, payload: Mapping[str, Any]) -> Answer:
     return {}
 
 
-def _rewinds(guard: Guard, payload: Mapping[str, Any]) -> list[str]:
+def _rewinds(guard: Guard, payload: Mapping[str, Any], settled: bool = False) -> list[str]:
     """Mark the calls of turns the user rewound (integrations/rewind.py); never fails the
-    hook: a transcript it cannot read shows no rewind."""
+    hook: a transcript it cannot read shows no rewind. `settled`: first wait until the
+    transcript holds this call's own entry (what came before it is then on disk)."""
     from gitguard.integrations import rewind
 
     path = _transcript(payload)
     if path is None or payload.get("agent_id") is not None or agent_of(payload) != "claude-code":
         return []     # Codex has no rewind of its own (docs/recovery.md, "Rewinds")
+    tool_use_id = payload.get("tool_use_id")
+    if settled and isinstance(tool_use_id, str) and tool_use_id:
+        rewind.wait_written(path, tool_use_id)
     try:
         return rewind.detect(guard, session_of(payload), path)
     except (GitguardError, OSError):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,6 +95,30 @@ def detect(g: GuardContext, session_id: str | None, transcript_path: str | None,
                 marked = _mark(g, session_id, found, call_id_of or {})
     _remember(g, session_id, transcript_path, stat, look)
     return marked
+
+
+def wait_written(path: str, marker: str, timeout: float = 2.0) -> bool:
+    """Wait until the transcript holds `marker` (the tool_use id of the call a hook runs
+    for); whether it does. Claude Code appends to its transcript in the background: at a
+    PreToolUse its newest entries, the prompt of a turn resumed at an earlier message
+    among them, may not be on disk yet (measured: 10-40 ms after the hook starts, longer
+    under load). Everything before the call's own entry is there once that is."""
+    needle = marker.encode()
+    deadline = time.monotonic() + timeout
+    start = 0
+    while True:
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                chunk = f.read()
+        except OSError:
+            return False
+        if needle in chunk:
+            return True
+        start = max(0, start + len(chunk) - len(needle))
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def detect_known(g: GuardContext, session_id: str | None = None) -> list[str]:

@@ -210,3 +210,21 @@ def test_rollback_does_not_undo_what_the_rewind_put_back(repo: Path, marked: boo
     else:
         assert dry.returncode == 5
         assert [c["path"] for c in plan["conflicts"]] == ["src/app.py"]
+
+
+def test_the_refusal_path_waits_for_the_calls_own_transcript_entry(tmp_path: Path) -> None:
+    """Claude Code writes its transcript behind the hooks: the refusal path reads it once
+    the call's own entry is there (everything before it is then on disk)."""
+    import threading
+
+    from gitguard.integrations.rewind import wait_written
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"type": "user"}\n' * 1000)
+    writer = threading.Timer(0.1, lambda: path.open("a").write(
+        '{"type": "assistant", "id": "toolu_01late"}\n'))
+    writer.start()
+    assert wait_written(str(path), "toolu_01late")
+    writer.join()
+    assert not wait_written(str(path), "toolu_01never", timeout=0.1)
+    assert not wait_written(str(tmp_path / "missing.jsonl"), "toolu_01late")
