@@ -48,6 +48,16 @@ def run_git(repo: Path, *args: str) -> str:
                           text=True).stdout
 
 
+def one_file_repo(path: Path, name: str, data: bytes) -> Path:
+    """A repository whose one commit holds one file."""
+    path.mkdir()
+    run_git(path, "init", "-q")
+    (path / name).write_bytes(data)
+    run_git(path, "add", name)
+    run_git(path, "commit", "-qm", "base")
+    return path
+
+
 def make_repo(path: Path) -> Path:
     """A repository with tracked files, ignored build output, .env and an oversized file."""
     path.mkdir()

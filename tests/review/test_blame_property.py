@@ -35,6 +35,7 @@ from gitguard.settings import Settings
 from gitguard.workspace import discover
 from tests.helpers.commands import git
 from tests.helpers.gitstate import capture, fsck_clean
+from tests.helpers.rollback import one_file_repo
 from tests.rollback.test_merge_property import regions
 
 NAME = "doc.txt"
@@ -78,13 +79,7 @@ def writer(line: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("template") / "repo"
-    path.mkdir()
-    git(path, "init", "-q")
-    (path / NAME).write_bytes(b"".join(BASE))
-    git(path, "add", NAME)
-    git(path, "commit", "-qm", "base")
-    return path
+    return one_file_repo(tmp_path_factory.mktemp("template") / "repo", NAME, b"".join(BASE))
 
 
 def run_case(root: Path, steps: list[tuple[str, list[tuple[str, int, int]]]],

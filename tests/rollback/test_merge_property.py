@@ -32,8 +32,8 @@ from gitguard.rollback import conflicts
 from gitguard.rollback.rollback_files import rollback_files
 from gitguard.settings import Settings
 from gitguard.workspace import discover
-from tests.helpers.commands import git
 from tests.helpers.gitstate import capture, fsck_clean
+from tests.helpers.rollback import one_file_repo
 
 NAME = "doc.txt"
 BASE = [f"b{i}\n".encode() for i in range(1, 9)]
@@ -99,13 +99,7 @@ def regions(data: bytes) -> tuple[list[bytes], list[bytes], list[bytes]]:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("template") / "repo"
-    path.mkdir()
-    git(path, "init", "-q")
-    (path / NAME).write_bytes(b"".join(BASE))
-    git(path, "add", NAME)
-    git(path, "commit", "-qm", "base")
-    return path
+    return one_file_repo(tmp_path_factory.mktemp("template") / "repo", NAME, b"".join(BASE))
 
 
 def run_case(root: Path, steps: list[tuple[str, list[tuple[str, int, int]]]]) -> None:
